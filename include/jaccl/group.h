@@ -1,0 +1,51 @@
+// Copyright 2026 the jaccl authors.
+// The communication group, source-compatible with standalone JACCL: the first
+// virtuals are JACCL's, in JACCL's order; ours come after them.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "jaccl/types.h"
+
+namespace jaccl {
+
+class Group {
+ public:
+  virtual ~Group() {}
+
+  virtual int rank() = 0;
+  virtual int size() = 0;
+
+  virtual void all_sum(const void* input, void* output, size_t n_bytes,
+                       int dtype) = 0;
+  virtual void all_max(const void* input, void* output, size_t n_bytes,
+                       int dtype) = 0;
+  virtual void all_min(const void* input, void* output, size_t n_bytes,
+                       int dtype) = 0;
+
+  // output holds size() * n_bytes: every rank's input in rank order.
+  virtual void all_gather(const void* input, void* output, size_t n_bytes) = 0;
+
+  // input holds size() chunks of n_bytes; rank r receives in output the
+  // element-wise sum over ranks of chunk r.
+  virtual void sum_scatter(const void* input, void* output, size_t n_bytes,
+                           int dtype) = 0;
+
+  // Messages between a pair of ranks arrive in order; recv must name the same
+  // n_bytes the matching send used.
+  virtual void send(const void* input, size_t n_bytes, int dst) = 0;
+  virtual void recv(void* output, size_t n_bytes, int src) = 0;
+
+  virtual void barrier() = 0;
+
+  // ---- jaccl extensions -------------------------------------------------
+
+  // buf on root is sent; on every other rank it is overwritten.
+  virtual void broadcast(void* buf, size_t n_bytes, int root) = 0;
+
+  // Short description of the group's data plane and algorithm, for logs.
+  virtual const char* backend_name() const = 0;
+};
+
+}  // namespace jaccl

@@ -1,0 +1,132 @@
+// Copyright 2026 the jaccl authors.
+// jaccl: collective communication for distributed ML on ordinary Linux
+// machines, source-compatible with MLX's standalone JACCL.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jaccl/error.h"
+#include "jaccl/group.h"
+#include "jaccl/side_channel.h"
+#include "jaccl/types.h"
+
+namespace jaccl {
+
+// What the user asked for. Setters record problems instead of throwing, so a
+// config can be built from partial input and then asked why it is invalid
+// (invalid_reason()); init(cfg, strict=true) throws that reason.
+class Config {
+ public:
+  using DeviceMatrix = std::vector<std::vector<std::vector<std::string>>>;
+
+  Config();
+
+  // ---- JACCL's setters ---------------------------------------------------
+  Config& set_rank(const char* rank_str);  // parsed; "abc" is recorded
+  Config& set_rank(int rank);
+  Config& set_coordinator(const char* coordinator);
+  Config& set_coordinator(std::string coordinator);
+  Config& set_devices_from_file(const char* dev_file);
+  Config& set_devices(DeviceMatrix devices);
+  Config& prefer_ring(bool prefer = true);
+  Config& set_all_gather(AllGatherFn agf);
+  Config& set_all_gather_factory(AllGatherFactory factory);
+
+  // ---- jaccl's setters -------------------------------------------------
+  // Group size when there is no device matrix.
+  Config& set_size(int size);
+  // Bootstrap and connection set-up deadline (default 60 s).
+  Config& set_timeout(std::chrono::milliseconds timeout);
+  // Deadline of one blocking collective (default 600 s; 0 = none).
+  Config& set_op_timeout(std::chrono::milliseconds timeout);
+  // Shared job secret: every connection proves knowledge of it.
+  Config& set_token(std::string token);
+  // Data plane: whether this rank opens a listening socket (default true).
+  Config& set_listen(bool listen);
+  // Interface name or IP address the data plane listens on.
+  Config& set_interface(std::string ifname_or_ip);
+  // TCP connections per neighbour (>= 1).
+  Config& set_wires(int wires);
+  // "auto", "tcp" or "shm".
+  Config& set_transport(std::string transport);
+  // Silence after which a peer is declared lost (0 = off; default 10 s).
+  Config& set_heartbeat_timeout(std::chrono::milliseconds timeout);
+
+  // ---- validity ----------------------------------------------------------
+  bool is_valid_mesh() const;
+  bool is_valid_ring() const;
+  // Rank, size and a way to bootstrap (coordinator, function or factory)
+  // are present and nothing recorded is wrong.
+  bool is_valid() const;
+  // Why the config is not valid ("" when it is).
+  std::string invalid_reason() const;
+
+  // ---- getters -------------------------------------------------------------
+  int get_rank() const { return rank_; }
+  int get_size() const { return size_; }
+  std::string get_coordinator() const { return coordinator_; }
+  bool get_prefer_ring() const { return prefer_ring_; }
+  const DeviceMatrix& get_devices() const { return devices_; }
+  const AllGatherFn& get_all_gather() const { return all_gather_fn_; }
+  const AllGatherFactory& get_all_gather_factory() const {
+    return all_gather_factory_;
+  }
+  std::chrono::milliseconds get_timeout() const { return timeout_; }
+  std::chrono::milliseconds get_op_timeout() const { return op_timeout_; }
+  std::chrono::milliseconds get_heartbeat_timeout() const {
+    return heartbeat_timeout_;
+  }
+  const std::string& get_token() const { return token_; }
+  bool get_listen() const { return listen_; }
+  const std::string& get_interface() const { return interface_; }
+  int get_wires() const { return wires_; }
+  const std::string& get_transport() const { return transport_; }
+
+  // Reads the environment table (see README). Never throws: malformed values
+  // are recorded and reported by invalid_reason(), naming the variable.
+  static Config from_env();
+
+ private:
+  void record(std::string problem);
+  void update_size();
+
+  int rank_ = -1;
+  int size_ = 0;
+  int explicit_size_ = 0;
+  std::string coordinator_;
+  DeviceMatrix devices_;
+  bool prefer_ring_ = false;
+  AllGatherFn all_gather_fn_;
+  AllGatherFactory all_gather_factory_;
+  std::chrono::milliseconds timeout_{60000};
+  std::chrono::milliseconds op_timeout_{600000};
+  std::chrono::milliseconds heartbeat_timeout_{10000};
+  std::string token_;
+  bool listen_ = true;
+  std::string interface_;
+  int wires_ = 2;
+  std::string transport_ = "auto";
+  std::vector<std::string> problems_;
+};
+
+// Whether this build can create groups here (always true on Linux: the TCP
+// data plane needs nothing special).
+bool is_available();
+
+// Group from the environment (Config::from_env). Non-strict returns nullptr
+// when the config is incomplete or invalid; strict throws ConfigError with
+// the reason. Failures after a valid config (a peer missing, a timeout)
+// always throw.
+std::shared_ptr<Group> init(bool strict = false);
+
+// Same, with a side channel built by factory(rank, size), called once.
+std::shared_ptr<Group> init(bool strict, AllGatherFactory factory);
+
+// Group from an explicit Config.
+std::shared_ptr<Group> init(const Config& cfg, bool strict = false);
+
+}  // namespace jaccl

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Idempotent: installs every Debian package the build, tests and benchmarks use.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libssl-dev
+  libhiredis-dev redis-server
+  libopenmpi-dev openmpi-bin
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq
+  libzmq3-dev cppzmq-dev
+  libgloo-dev iperf3 gnuplot-nox
+  iproute2 procps
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

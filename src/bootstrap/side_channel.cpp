@@ -1,0 +1,338 @@
+// Copyright 2026 the jaccl authors.
+#include "bootstrap/side_channel.h"
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr uint64_t kFrameMagic = 0x4d52464c4343414aull;  // "JACCLFRM"
+constexpr uint16_t kFrameVersion = 1;
+
+struct Header {
+  uint64_t magic;
+  uint16_t version;
+  uint16_t phase;  // 1: fixed frame, 2: large payload
+  uint32_t reserved;
+  uint64_t seq;
+  uint64_t n_bytes;
+  int32_t rank;
+  int32_t size;
+  uint64_t fingerprint;
+  uint64_t instance;
+};
+static_assert(sizeof(Header) == SideChannel::kHeaderBytes);
+
+// "2, 5, 7" (at most 16 listed).
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) {
+    out << (i ? ", " : "") << ranks[i];
+  }
+  if (ranks.size() > 16) {
+    out << " and " << ranks.size() - 16 << " more";
+  }
+  return out.str();
+}
+
+uint64_t random_u64() {
+  uint64_t v = 0;
+  ::RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+uint16_t hash16(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) {
+    h = (h ^ c) * 1099511628211ull;
+  }
+  return static_cast<uint16_t>(h ^ (h >> 16) ^ (h >> 32) ^ (h >> 48));
+}
+
+uint64_t ConfigFingerprint::pack() const {
+  return (uint64_t(devices) << 48) | (uint64_t(topology) << 32) |
+         (uint64_t(transport) << 16) | uint64_t(token);
+}
+
+ConfigFingerprint ConfigFingerprint::unpack(uint64_t v) {
+  return {static_cast<uint16_t>(v >> 48), static_cast<uint16_t>(v >> 32),
+          static_cast<uint16_t>(v >> 16), static_cast<uint16_t>(v)};
+}
+
+std::string ConfigFingerprint::diff(uint64_t a, uint64_t b) {
+  auto x = unpack(a), y = unpack(b);
+  std::vector<std::string> parts;
+  if (x.devices != y.devices)
+    parts.push_back("device matrix / size");
+  if (x.topology != y.topology)
+    parts.push_back("ring preference (JACCL_RING)");
+  if (x.transport != y.transport)
+    parts.push_back("transport / wires (JACCL_TRANSPORT, JACCL_WIRES)");
+  if (x.token != y.token)
+    parts.push_back("job token (JACCL_TOKEN)");
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    out += (i ? ", " : "") + parts[i];
+  }
+  return out;
+}
+
+SideChannel::SideChannel(int rank, int size, uint64_t fingerprint,
+                         AllGatherFn fn, std::string description,
+                         Millis timeout, bool guarded)
+    : rank_(rank),
+      size_(size),
+      fingerprint_(fingerprint),
+      instance_(random_u64()),
+      fn_(std::move(fn)),
+      description_(std::move(description)),
+      timeout_(timeout),
+      guarded_(guarded) {}
+
+void SideChannel::raw_call(const char* src, char* dst, size_t n) {
+  ErrorContext ctx{.rank = rank_};
+  std::string what = "side-channel all-gather #" + std::to_string(seq_) + " (" +
+                     description_ + ")";
+  if (!guarded_) {
+    try {
+      fn_(src, dst, n);
+    } catch (...) {
+      rethrow_as_error(std::current_exception(), ErrorKind::Io,
+                       what + " failed", ctx);
+    }
+    return;
+  }
+  // A user function runs on a helper thread that owns copies of the
+  // buffers, so if it never returns we can give up at the deadline without
+  // leaving it writing into memory we no longer own.
+  struct Call {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
+    std::vector<char> in, out;
+    AllGatherFn fn;
+  };
+  auto call = std::make_shared<Call>();
+  call->in.assign(src, src + n);
+  call->out.resize(n * static_cast<size_t>(size_));
+  call->fn = fn_;
+  std::thread([call, n] {
+    std::exception_ptr err;
+    try {
+      call->fn(call->in.data(), call->out.data(), n);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(call->mu);
+    call->error = err;
+    call->done = true;
+    call->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(call->mu);
+  auto pred = [&] { return call->done; };
+  if (timeout_.count() > 0) {
+    if (!call->cv.wait_for(lock, timeout_, pred)) {
+      raise(ErrorKind::Timeout,
+            what + " did not return within " + format_duration(timeout_) +
+                " (a rank never called it, or the function is stuck)",
+            ctx);
+    }
+  } else {
+    call->cv.wait(lock, pred);
+  }
+  if (call->error) {
+    rethrow_as_error(call->error, ErrorKind::Io, what + " threw", ctx);
+  }
+  std::memcpy(dst, call->out.data(), call->out.size());
+}
+
+void SideChannel::check_frames(const char* frames, size_t stride,
+                               uint64_t n_bytes, uint16_t phase) {
+  ErrorContext ctx{.rank = rank_};
+  std::string call = "side-channel call #" + std::to_string(seq_) + " (" +
+                     description_ + "): ";
+  std::vector<Header> h(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    std::memcpy(&h[r], frames + static_cast<size_t>(r) * stride,
+                sizeof(Header));
+  }
+  std::vector<int> garbage, bad_version;
+  for (int r = 0; r < size_; ++r) {
+    if (h[r].magic != kFrameMagic) {
+      garbage.push_back(r);
+    } else if (h[r].version != kFrameVersion) {
+      bad_version.push_back(r);
+    }
+  }
+  if (!garbage.empty()) {
+    raise(ErrorKind::Protocol,
+          call + "the slots of ranks " + rank_list(garbage) +
+              " do not hold jaccl frames: the all-gather does not return " +
+              "every rank's input in rank order, or another program wrote " +
+              "to the channel",
+          ctx);
+  }
+  if (!bad_version.empty()) {
+    raise(ErrorKind::Protocol,
+          call + "ranks " + rank_list(bad_version) +
+              " run another jaccl protocol version",
+          ctx);
+  }
+  // Slot r must come from rank r, and be the same process that filled it
+  // for us if r is our own rank.
+  for (int r = 0; r < size_; ++r) {
+    if (h[r].rank != r) {
+      raise(ErrorKind::Protocol,
+            call + "the slot of rank " + std::to_string(r) +
+                " holds the input of rank " + std::to_string(h[r].rank) +
+                ": two processes claim one rank, or the all-gather returns " +
+                "inputs out of rank order",
+            ctx);
+    }
+  }
+  if (h[rank_].instance != instance_) {
+    raise(ErrorKind::Config,
+          call + "another process also claims rank " + std::to_string(rank_) +
+              " (its input replaced ours)",
+          ctx);
+  }
+  std::vector<int> other_size, other_seq, other_n, other_fp;
+  for (int r = 0; r < size_; ++r) {
+    if (h[r].size != size_)
+      other_size.push_back(r);
+    if (h[r].seq != seq_ || h[r].phase != phase)
+      other_seq.push_back(r);
+    if (h[r].n_bytes != n_bytes)
+      other_n.push_back(r);
+    if (h[r].fingerprint != fingerprint_)
+      other_fp.push_back(r);
+  }
+  if (!other_size.empty()) {
+    int r = other_size.front();
+    raise(ErrorKind::Config,
+          call + "ranks " + rank_list(other_size) + " run with group size " +
+              std::to_string(h[r].size) + " but this rank has size " +
+              std::to_string(size_),
+          ctx);
+  }
+  if (!other_seq.empty()) {
+    int r = other_seq.front();
+    raise(ErrorKind::Protocol,
+          call + "ranks " + rank_list(other_seq) + " are at call #" +
+              std::to_string(h[r].seq) +
+              " while this rank is at this one: ranks are out of step (a "
+              "rank made an extra or a missing side-channel call)",
+          ctx);
+  }
+  if (!other_n.empty()) {
+    int r = other_n.front();
+    raise(ErrorKind::Protocol,
+          call + "ranks " + rank_list(other_n) + " passed n_bytes=" +
+              std::to_string(h[r].n_bytes) + " but this rank passed " +
+              std::to_string(n_bytes) + " (every rank must pass the same size)",
+          ctx);
+  }
+  if (!other_fp.empty()) {
+    int r = other_fp.front();
+    raise(ErrorKind::Config,
+          call + "ranks " + rank_list(other_fp) +
+              " have a different configuration from this rank (differs in: " +
+              ConfigFingerprint::diff(h[r].fingerprint, fingerprint_) + ")",
+          ctx);
+  }
+}
+
+void SideChannel::all_gather(const void* src, void* dst, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t P = static_cast<size_t>(size_);
+  if (n > (size_t(1) << 40) / P) {
+    raise(ErrorKind::Usage,
+          "side-channel all-gather of " + std::to_string(n) +
+              " bytes per rank is too large",
+          {.rank = rank_});
+  }
+  Header mine{kFrameMagic, kFrameVersion, 1,        0, seq_, n, rank_,
+              size_,       fingerprint_,  instance_};
+
+  std::vector<char> frame(kFrameBytes, 0);
+  std::vector<char> frames(kFrameBytes * P);
+  std::memcpy(frame.data(), &mine, sizeof(mine));
+  if (n <= kInlineBytes && n > 0) {
+    std::memcpy(frame.data() + kHeaderBytes, src, n);
+  }
+  raw_call(frame.data(), frames.data(), kFrameBytes);
+  check_frames(frames.data(), kFrameBytes, n, 1);
+
+  char* out = static_cast<char*>(dst);
+  if (n <= kInlineBytes) {
+    for (size_t r = 0; r < P && n > 0; ++r) {
+      std::memcpy(out + r * n, frames.data() + r * kFrameBytes + kHeaderBytes,
+                  n);
+    }
+    ++seq_;
+    return;
+  }
+  // Phase 2: every rank agreed on n in phase 1, so sizes match here.
+  mine.phase = 2;
+  const size_t stride = kHeaderBytes + n;
+  std::vector<char> big(stride);
+  std::memcpy(big.data(), &mine, sizeof(mine));
+  std::memcpy(big.data() + kHeaderBytes, src, n);
+  std::vector<char> all(stride * P);
+  raw_call(big.data(), all.data(), stride);
+  check_frames(all.data(), stride, n, 2);
+  for (size_t r = 0; r < P; ++r) {
+    std::memcpy(out + r * n, all.data() + r * stride + kHeaderBytes, n);
+  }
+  ++seq_;
+}
+
+std::vector<char> SideChannel::all_gather(const void* src, size_t n) {
+  std::vector<char> out(n * static_cast<size_t>(size_));
+  all_gather(src, out.data(), n);
+  return out;
+}
+
+std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
+  uint64_t len = mine.size();
+  auto lens = all_gather_value(len);
+  uint64_t longest = *std::max_element(lens.begin(), lens.end());
+  std::vector<std::string> out(static_cast<size_t>(size_));
+  if (longest == 0) {
+    return out;
+  }
+  std::vector<char> padded(longest, 0);
+  std::memcpy(padded.data(), mine.data(), mine.size());
+  auto all = all_gather(padded.data(), longest);
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r].assign(all.data() + r * longest, lens[r]);
+  }
+  return out;
+}
+
+void SideChannel::barrier() {
+  char token = 0;
+  all_gather(&token, 1);
+}
+
+void SideChannel::leave_barrier() {
+  barrier();
+  barrier();
+}
+
+}  // namespace jaccl::detail

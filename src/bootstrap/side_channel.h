@@ -1,0 +1,109 @@
+// Copyright 2026 the jaccl authors.
+// SideChannel: the one all-gather every rank uses at set-up, framed and
+// checked, with typed helpers on top.
+//
+// Every call first exchanges a fixed-size frame (kFrameBytes) from each rank:
+// a header (magic, version, call number, n_bytes, rank, size, config
+// fingerprint, process id) plus up to kInlineBytes of payload. Because that
+// frame has the same length at every rank, even a user's all-gather is always
+// called with matching sizes, and a rank that passed another n_bytes, is a
+// call ahead or behind, claims someone else's rank, has another size or
+// another configuration is named in an error at every rank. Payloads larger
+// than the inline part go in a second all-gather whose size all ranks agreed
+// on in the first.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "common/deadline.h"
+#include "jaccl/side_channel.h"
+
+namespace jaccl::detail {
+
+// The parts of the configuration that must agree across ranks, hashed
+// separately so a mismatch names the part.
+struct ConfigFingerprint {
+  uint16_t devices = 0;    // device matrix
+  uint16_t topology = 0;   // ring preference
+  uint16_t transport = 0;  // transport choice and wires
+  uint16_t token = 0;      // job token (hash of its fingerprint)
+  uint64_t pack() const;
+  static ConfigFingerprint unpack(uint64_t v);
+  // "device matrix, transport" for the fields that differ.
+  static std::string diff(uint64_t a, uint64_t b);
+};
+
+uint16_t hash16(std::string_view s);
+
+class SideChannel {
+ public:
+  static constexpr size_t kHeaderBytes = 56;
+  static constexpr size_t kFrameBytes = 256;
+  static constexpr size_t kInlineBytes = kFrameBytes - kHeaderBytes;
+
+  // fn must be a correct all-gather for (rank, size). When guarded is true
+  // (a user-supplied function), each call runs on a helper thread and is
+  // abandoned with a Timeout after `timeout`, so a user function that never
+  // returns cannot hang init; built-in channels enforce their own deadlines.
+  SideChannel(int rank, int size, uint64_t fingerprint, AllGatherFn fn,
+              std::string description, Millis timeout, bool guarded);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& description() const { return description_; }
+
+  // dst receives size * n bytes in rank order. Thread-safe: calls from
+  // several threads are serialized.
+  void all_gather(const void* src, void* dst, size_t n);
+  std::vector<char> all_gather(const void* src, size_t n);
+
+  template <class T>
+  std::vector<T> all_gather_value(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::vector<T> out(static_cast<size_t>(size_));
+    all_gather(&v, out.data(), sizeof(T));
+    return out;
+  }
+
+  // Variable-length contributions: lengths first, then the bytes padded to
+  // the longest.
+  std::vector<std::string> all_gather_bytes(std::string_view mine);
+
+  // Returns once every rank has called barrier(). One all-gather is enough:
+  // no rank's all-gather can complete before every rank has contributed, so
+  // arrival is proven. Upstream runs two; the second only proves every rank
+  // has also *left* the first, which matters when the channel is torn down
+  // right after (see leave_barrier()).
+  void barrier();
+
+  // A barrier after which no rank is still inside an earlier call: use it
+  // before the channel's transport goes away, so a fast rank closing its
+  // sockets cannot cut off a slow rank still reading the previous result.
+  void leave_barrier();
+
+  uint64_t calls() const { return seq_; }
+
+ private:
+  void raw_call(const char* src, char* dst, size_t n);
+  void check_frames(const char* frames, size_t stride, uint64_t n_bytes,
+                    uint16_t phase);
+
+  int rank_;
+  int size_;
+  uint64_t fingerprint_;
+  uint64_t instance_;
+  AllGatherFn fn_;
+  std::string description_;
+  Millis timeout_;
+  bool guarded_;
+  std::mutex mu_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace jaccl::detail

@@ -1,0 +1,86 @@
+// Copyright 2026 the jaccl authors.
+#include "common/env.h"
+
+#include <array>
+#include <cstdlib>
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
+    {EnvVar::Rank, "JACCL_RANK", "MLX_RANK", "(required)",
+     "rank of this process, 0 <= rank < size"},
+    {EnvVar::Size, "JACCL_SIZE", "MLX_WORLD_SIZE", "(from device file)",
+     "number of ranks when there is no device file"},
+    {EnvVar::Coordinator, "JACCL_COORDINATOR", "MLX_JACCL_COORDINATOR", "",
+     "host:port rank 0 listens on for the TCP star side channel"},
+    {EnvVar::IbvDevices, "JACCL_IBV_DEVICES", "MLX_IBV_DEVICES", "",
+     "path of the JSON device matrix (size x size)"},
+    {EnvVar::Ring, "JACCL_RING", "MLX_JACCL_RING", "unset",
+     "if set (and not 0/false), prefer the ring algorithms"},
+    {EnvVar::Timeout, "JACCL_TIMEOUT", nullptr, "60",
+     "seconds allowed for bootstrap and connection set-up"},
+    {EnvVar::OpTimeout, "JACCL_OP_TIMEOUT", nullptr, "600",
+     "seconds one collective may block; 0 = no limit"},
+    {EnvVar::Token, "JACCL_TOKEN", nullptr, "unset",
+     "shared job secret; every connection proves it (HMAC challenge)"},
+    {EnvVar::Log, "JACCL_LOG", nullptr, "warn",
+     "log level: off, error, warn, info, debug, trace"},
+    {EnvVar::Ifname, "JACCL_IFNAME", nullptr, "auto",
+     "interface name or IP address the data plane listens on"},
+    {EnvVar::Listen, "JACCL_LISTEN", nullptr, "1",
+     "0: this rank opens no listening socket and only dials out"},
+    {EnvVar::Wires, "JACCL_WIRES", nullptr, "2",
+     "TCP connections per neighbour"},
+    {EnvVar::Transport, "JACCL_TRANSPORT", nullptr, "auto",
+     "data plane: auto, tcp or shm"},
+    {EnvVar::SideChannel, "JACCL_SIDE_CHANNEL", nullptr, "unset",
+     "side channel URI: tcp://, file://, redis://, mpi://"},
+    {EnvVar::Job, "JACCL_JOB", nullptr, "(from token)",
+     "job id that namespaces file and Redis side channels"},
+    {EnvVar::HeartbeatTimeout, "JACCL_HEARTBEAT_TIMEOUT", nullptr, "10",
+     "seconds of silence after which a peer is declared lost; 0 = off"},
+}};
+
+constexpr bool table_in_order() {
+  for (size_t i = 0; i < kTable.size(); ++i) {
+    if (static_cast<size_t>(kTable[i].id) != i) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(table_in_order(), "env table must follow the EnvVar order");
+
+const char* nonempty(const char* s) {
+  return (s != nullptr && *s != '\0') ? s : nullptr;
+}
+
+}  // namespace
+
+std::span<const EnvVarInfo> env_table() {
+  return kTable;
+}
+
+const EnvVarInfo& env_info(EnvVar v) {
+  return kTable[static_cast<size_t>(v)];
+}
+
+const char* env_source_name(EnvVar v) {
+  const auto& info = env_info(v);
+  if (nonempty(std::getenv(info.name))) {
+    return info.name;
+  }
+  if (info.alias != nullptr && nonempty(std::getenv(info.alias))) {
+    return info.alias;
+  }
+  return nullptr;
+}
+
+const char* env_get(EnvVar v) {
+  const char* name = env_source_name(v);
+  return name == nullptr ? nullptr : std::getenv(name);
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,48 @@
+// Copyright 2026 the jaccl authors.
+// Every environment variable jaccl reads, in one table. README's table is
+// checked against this one by a test (tests/unit/test_env_table.cpp).
+#pragma once
+
+#include <span>
+
+namespace jaccl::detail {
+
+enum class EnvVar {
+  Rank,
+  Size,
+  Coordinator,
+  IbvDevices,
+  Ring,
+  Timeout,
+  OpTimeout,
+  Token,
+  Log,
+  Ifname,
+  Listen,
+  Wires,
+  Transport,
+  SideChannel,
+  Job,
+  HeartbeatTimeout,
+  Count_,  // keep last
+};
+
+struct EnvVarInfo {
+  EnvVar id;
+  const char* name;     // JACCL_* spelling (wins)
+  const char* alias;    // MLX_* spelling, or nullptr
+  const char* def;      // default, as documented
+  const char* meaning;  // one line
+};
+
+std::span<const EnvVarInfo> env_table();
+const EnvVarInfo& env_info(EnvVar v);
+
+// Value of the variable (JACCL_* first, then MLX_*), nullptr if unset. An
+// empty value counts as unset.
+const char* env_get(EnvVar v);
+
+// Which spelling supplied the value (for error messages), nullptr if unset.
+const char* env_source_name(EnvVar v);
+
+}  // namespace jaccl::detail

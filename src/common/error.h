@@ -1,0 +1,32 @@
+// Copyright 2026 the jaccl authors.
+// The one formatting helper for errors: every throw site in jaccl goes through
+// raise(), so messages read alike and always say who, where and what.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "jaccl/error.h"
+
+namespace jaccl::detail {
+
+struct ErrorContext {
+  int rank = -1;        // the rank reporting (-1: unknown / not yet known)
+  int peer = -1;        // the other rank involved, if any
+  std::string address;  // host:port, path, URI ... involved, if any
+  int sys_errno = 0;    // errno of the failing call, if any
+};
+
+// "[jaccl] rank 2: <what> (peer rank 3, address 10.0.0.1:4000): <strerror>"
+std::string format_error(std::string_view what, const ErrorContext& ctx = {});
+
+[[noreturn]] void raise(ErrorKind kind, std::string_view what,
+                        const ErrorContext& ctx = {});
+
+// Throws a std::exception_ptr's exception again as a jaccl::Error: a
+// jaccl::Error passes through; anything else becomes kind with its what().
+[[noreturn]] void rethrow_as_error(std::exception_ptr e, ErrorKind kind,
+                                   std::string_view context,
+                                   const ErrorContext& ctx = {});
+
+}  // namespace jaccl::detail

@@ -1,0 +1,353 @@
+// Copyright 2026 the jaccl authors.
+#include "common/net.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <thread>
+
+namespace jaccl::detail {
+
+void Fd::reset(int fd) {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+  fd_ = fd;
+}
+
+std::string HostPort::str() const {
+  if (host.find(':') != std::string::npos) {
+    return "[" + host + "]:" + std::to_string(port);
+  }
+  return host + ":" + std::to_string(port);
+}
+
+HostPort parse_host_port(std::string_view s, std::string_view what) {
+  auto bad = [&](const std::string& why) {
+    raise(ErrorKind::Config, std::string(what) + "='" + std::string(s) +
+                                 "' is not host:port (" + why + ")");
+  };
+  HostPort hp;
+  std::string_view port_part;
+  if (!s.empty() && s.front() == '[') {
+    auto close = s.find(']');
+    if (close == std::string_view::npos) {
+      bad("unterminated '['");
+    }
+    hp.host = std::string(s.substr(1, close - 1));
+    if (close + 1 >= s.size() || s[close + 1] != ':') {
+      bad("missing port");
+    }
+    port_part = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos) {
+      bad("missing port");
+    }
+    if (s.find(':') != colon) {
+      bad("IPv6 addresses need brackets: [addr]:port");
+    }
+    hp.host = std::string(s.substr(0, colon));
+    port_part = s.substr(colon + 1);
+  }
+  if (hp.host.empty()) {
+    bad("missing host");
+  }
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port_part.data(),
+                                   port_part.data() + port_part.size(), value);
+  if (port_part.empty() || ec != std::errc() ||
+      ptr != port_part.data() + port_part.size() || value > 65535) {
+    bad("bad port '" + std::string(port_part) + "'");
+  }
+  hp.port = static_cast<uint16_t>(value);
+  return hp;
+}
+
+std::string SockAddr::str() const {
+  HostPort hp{host_of(*this), port_of(*this)};
+  return hp.str();
+}
+
+uint16_t port_of(const SockAddr& a) {
+  if (a.ss.ss_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_port);
+  }
+  if (a.ss.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_port);
+  }
+  return 0;
+}
+
+std::string host_of(const SockAddr& a) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (a.ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr,
+              buf, sizeof(buf));
+  } else if (a.ss.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6,
+              &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, buf,
+              sizeof(buf));
+  }
+  return buf;
+}
+
+SockAddr resolve(const HostPort& hp, int rank) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  std::string port = std::to_string(hp.port);
+  int rc = ::getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    raise(ErrorKind::Io,
+          std::string("cannot resolve host '") + hp.host +
+              "': " + ::gai_strerror(rc),
+          {.rank = rank, .address = hp.str()});
+  }
+  SockAddr out;
+  // Prefer IPv4 when both exist: loopback names resolve to both and peers
+  // usually listen on the v4 one.
+  addrinfo* pick = res;
+  for (addrinfo* p = res; p != nullptr; p = p->ai_next) {
+    if (p->ai_family == AF_INET) {
+      pick = p;
+      break;
+    }
+  }
+  std::memcpy(&out.ss, pick->ai_addr, pick->ai_addrlen);
+  out.len = pick->ai_addrlen;
+  ::freeaddrinfo(res);
+  return out;
+}
+
+Fd listen_tcp(const SockAddr& addr, int backlog, int rank) {
+  Fd fd(::socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                 0));
+  if (!fd.valid()) {
+    raise(ErrorKind::Io, "socket() failed",
+          {.rank = rank, .address = addr.str(), .sys_errno = errno});
+  }
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) !=
+      0) {
+    int e = errno;
+    raise(ErrorKind::Io,
+          e == EADDRINUSE ? "cannot listen: address already in use"
+                          : "cannot bind listening socket",
+          {.rank = rank, .address = addr.str(), .sys_errno = e});
+  }
+  if (::listen(fd.get(), backlog) != 0) {
+    raise(ErrorKind::Io, "listen() failed",
+          {.rank = rank, .address = addr.str(), .sys_errno = errno});
+  }
+  return fd;
+}
+
+SockAddr local_address(int fd) {
+  SockAddr a;
+  a.len = sizeof(a.ss);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len);
+  return a;
+}
+
+SockAddr peer_address(int fd) {
+  SockAddr a;
+  a.len = sizeof(a.ss);
+  ::getpeername(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len);
+  return a;
+}
+
+Fd try_connect(const SockAddr& addr, const Deadline& dl, int* err) {
+  Fd fd(::socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                 0));
+  if (!fd.valid()) {
+    *err = errno;
+    return Fd();
+  }
+  int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.ss),
+                     addr.len);
+  if (rc == 0) {
+    return fd;
+  }
+  if (errno != EINPROGRESS) {
+    *err = errno;
+    return Fd();
+  }
+  // Cap one attempt so a black-holed SYN is retried rather than waited on
+  // for the kernel's full SYN timeout.
+  pollfd p{fd.get(), POLLOUT, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, dl.poll_ms(2000));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      *err = ETIMEDOUT;
+      return Fd();
+    }
+    break;
+  }
+  int so_err = 0;
+  socklen_t len = sizeof(so_err);
+  ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so_err, &len);
+  if (so_err != 0) {
+    *err = so_err;
+    return Fd();
+  }
+  return fd;
+}
+
+void sleep_for_retry(int attempt, const Deadline& dl) {
+  int ms = 10 << std::min(attempt, 7);  // 10 ms .. 1.28 s
+  ms = std::min(ms, 1000);
+  ms = std::min(ms, dl.poll_ms(ms) < 0 ? ms : dl.poll_ms(ms));
+  std::this_thread::sleep_for(Millis(ms));
+}
+
+Fd accept_one(int listen_fd, const Deadline& dl, const ErrorContext& ctx) {
+  pollfd p{listen_fd, POLLIN, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, dl.poll_ms());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      ErrorContext c = ctx;
+      c.sys_errno = errno;
+      raise(ErrorKind::Io, "poll on listening socket failed", c);
+    }
+    if (n == 0) {
+      raise(ErrorKind::Timeout,
+            "no connection arrived within " + format_duration(dl.total()), ctx);
+    }
+    break;
+  }
+  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  return Fd(fd);  // invalid on a transient error; caller loops
+}
+
+void set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+void set_keepalive(int fd, int idle_s, int interval_s, int count) {
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  unsigned user_timeout_ms =
+      static_cast<unsigned>((idle_s + interval_s * count) * 1000);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+               sizeof(user_timeout_ms));
+}
+
+void set_buffer_sizes(int fd, int bytes) {
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+}
+
+namespace {
+
+[[noreturn]] void raise_io(bool sending, int e, const ErrorContext& ctx) {
+  ErrorContext c = ctx;
+  c.sys_errno = e;
+  if (e == EPIPE || e == ECONNRESET || e == ETIMEDOUT || e == EHOSTUNREACH) {
+    raise(ErrorKind::PeerLost,
+          sending ? "connection lost while sending"
+                  : "connection lost while receiving",
+          c);
+  }
+  raise(ErrorKind::Io, sending ? "send failed" : "recv failed", c);
+}
+
+void wait_ready(int fd, short events, const Deadline& dl, bool sending,
+                size_t done, size_t total, const ErrorContext& ctx) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, dl.poll_ms());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      raise_io(sending, errno, ctx);
+    }
+    if (n == 0) {
+      raise(ErrorKind::Timeout,
+            std::string("timed out after ") + format_duration(dl.total()) +
+                (sending ? " sending " : " receiving ") + std::to_string(done) +
+                "/" + std::to_string(total) + " bytes",
+            ctx);
+    }
+    return;  // readable/writable, or an error the next call reports
+  }
+}
+
+}  // namespace
+
+void send_all(int fd, const void* buf, size_t n, const Deadline& dl,
+              const ErrorContext& ctx) {
+  const char* p = static_cast<const char*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k =
+        ::send(fd, p + done, std::min(n - done, kMaxIoSlice), MSG_NOSIGNAL);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_ready(fd, POLLOUT, dl, true, done, n, ctx);
+      continue;
+    }
+    raise_io(true, k < 0 ? errno : EPIPE, ctx);
+  }
+}
+
+void recv_all(int fd, void* buf, size_t n, const Deadline& dl,
+              const ErrorContext& ctx) {
+  char* p = static_cast<char*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    ssize_t k = ::recv(fd, p + done, std::min(n - done, kMaxIoSlice), 0);
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    if (k == 0) {
+      raise(ErrorKind::PeerLost,
+            "connection closed by peer after " + std::to_string(done) + "/" +
+                std::to_string(n) + " bytes",
+            ctx);
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      wait_ready(fd, POLLIN, dl, false, done, n, ctx);
+      continue;
+    }
+    raise_io(false, errno, ctx);
+  }
+}
+
+}  // namespace jaccl::detail

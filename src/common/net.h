@@ -1,0 +1,139 @@
+// Copyright 2026 the jaccl authors.
+// TCP socket helpers. Every call that can block takes a Deadline and reports
+// failures through detail::raise with the address and peer involved.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "common/deadline.h"
+#include "common/error.h"
+
+namespace jaccl::detail {
+
+// Owning file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset(std::exchange(o.fd_, -1));
+    }
+    return *this;
+  }
+  ~Fd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct HostPort {
+  std::string host;  // name, IPv4 or IPv6 (without brackets)
+  uint16_t port = 0;
+  std::string str() const;  // "host:port" or "[v6]:port"
+};
+
+// Parses "host:port" / "[v6]:port". what names the source for the error
+// (e.g. "JACCL_COORDINATOR"); a missing or bad port is a Config error.
+HostPort parse_host_port(std::string_view s, std::string_view what);
+
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  std::string str() const;
+};
+
+// Resolves to the first usable address; failure is an Io error naming it.
+SockAddr resolve(const HostPort& hp, int rank = -1);
+
+// A listening socket (SO_REUSEADDR, non-blocking, close-on-exec). Port 0
+// picks an ephemeral port. "Address in use" is an Io error naming it.
+Fd listen_tcp(const SockAddr& addr, int backlog, int rank = -1);
+
+// The local/remote address of a connected or bound socket.
+SockAddr local_address(int fd);
+SockAddr peer_address(int fd);
+uint16_t port_of(const SockAddr& a);
+std::string host_of(const SockAddr& a);
+
+// One non-blocking connect attempt bounded by dl; returns an invalid Fd and
+// sets err (errno) on a refusal or unreachable peer, so callers can retry.
+Fd try_connect(const SockAddr& addr, const Deadline& dl, int* err);
+
+// Connects, retrying with capped exponential backoff (10 ms .. 1 s) until dl.
+// on_retry(attempt, errno) runs before each retry (for an info log line).
+// Expiry is a Timeout error naming the address.
+template <class OnRetry>
+Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
+                      const ErrorContext& ctx, OnRetry on_retry);
+
+// Accepts one connection, bounded by dl (Timeout). The result is
+// non-blocking and close-on-exec. Returns an invalid Fd on a transient accept
+// error (ECONNABORTED, ...), so accept loops keep going.
+Fd accept_one(int listen_fd, const Deadline& dl, const ErrorContext& ctx);
+
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+// Keepalive so a vanished host is noticed on an idle connection:
+// idle/interval in seconds, and TCP_USER_TIMEOUT for unacknowledged data.
+void set_keepalive(int fd, int idle_s, int interval_s, int count);
+void set_buffer_sizes(int fd, int bytes);
+
+// Blocking-style transfers on non-blocking sockets, bounded by dl. EOF or
+// reset is PeerLost, expiry Timeout, others Io; errors carry ctx.
+void send_all(int fd, const void* buf, size_t n, const Deadline& dl,
+              const ErrorContext& ctx);
+void recv_all(int fd, void* buf, size_t n, const Deadline& dl,
+              const ErrorContext& ctx);
+
+// Largest count passed to one send()/recv(): the kernel caps one call near
+// 2 GiB (upstream hit a 1 GiB limit), so big buffers go in slices.
+inline constexpr size_t kMaxIoSlice = size_t(1) << 28;
+
+// ---- implementation of the template ------------------------------------
+
+void sleep_for_retry(int attempt, const Deadline& dl);
+
+template <class OnRetry>
+Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
+                      const ErrorContext& ctx, OnRetry on_retry) {
+  int last_err = 0;
+  for (int attempt = 0;; ++attempt) {
+    int err = 0;
+    Fd fd = try_connect(addr, dl, &err);
+    if (fd.valid()) {
+      return fd;
+    }
+    last_err = err;
+    if (dl.expired()) {
+      break;
+    }
+    on_retry(attempt, err);
+    sleep_for_retry(attempt, dl);
+    if (dl.expired()) {
+      break;
+    }
+  }
+  ErrorContext c = ctx;
+  c.sys_errno = last_err;
+  if (c.address.empty()) {
+    c.address = addr.str();
+  }
+  raise(ErrorKind::Timeout,
+        "could not connect within " + format_duration(dl.total()), c);
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,401 @@
+// Copyright 2026 the jaccl authors.
+// Config: the builder, its validation and Config::from_env.
+#include <charconv>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
+
+#include "common/env.h"
+#include "common/net.h"
+#include "jaccl/jaccl.h"
+
+namespace jaccl {
+
+using detail::EnvVar;
+
+namespace {
+
+// Parses a whole decimal integer; nullopt on anything else.
+std::optional<long long> parse_int(std::string_view s) {
+  long long v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> parse_seconds(std::string_view s) {
+  try {
+    size_t used = 0;
+    double v = std::stod(std::string(s), &used);
+    if (used != s.size() || v < 0)
+      return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+bool parse_flag(std::string_view s) {
+  return !(s.empty() || s == "0" || s == "false" || s == "no" || s == "off");
+}
+
+std::string describe(EnvVar v) {
+  const char* name = detail::env_source_name(v);
+  return std::string(name ? name : detail::env_info(v).name) + "='" +
+         detail::env_get(v) + "'";
+}
+
+// The device matrix JSON: size rows of size entries, each null, a device
+// name or a list of names.
+Config::DeviceMatrix parse_devices(const nlohmann::json& devices,
+                                   const std::string& where) {
+  if (!devices.is_array()) {
+    throw std::invalid_argument(where + ": the device file must hold an array");
+  }
+  Config::DeviceMatrix out(devices.size());
+  for (size_t r = 0; r < devices.size(); ++r) {
+    const auto& row = devices[r];
+    if (!row.is_array()) {
+      throw std::invalid_argument(where + ": row " + std::to_string(r) +
+                                  " is not an array");
+    }
+    out[r].resize(row.size());
+    for (size_t c = 0; c < row.size(); ++c) {
+      const auto& e = row[c];
+      if (e.is_string()) {
+        out[r][c].push_back(e.get<std::string>());
+      } else if (e.is_array()) {
+        for (const auto& name : e) {
+          if (!name.is_string()) {
+            throw std::invalid_argument(
+                where + ": entry [" + std::to_string(r) + "][" +
+                std::to_string(c) + "] holds a non-string device name");
+          }
+          out[r][c].push_back(name.get<std::string>());
+        }
+      } else if (!e.is_null()) {
+        throw std::invalid_argument(
+            where + ": entry [" + std::to_string(r) + "][" + std::to_string(c) +
+            "] must be null, a device name or a list of names");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Config::Config() = default;
+
+void Config::record(std::string problem) {
+  problems_.push_back(std::move(problem));
+}
+
+void Config::update_size() {
+  if (!devices_.empty()) {
+    size_ = static_cast<int>(devices_.size());
+  } else {
+    size_ = explicit_size_;
+  }
+}
+
+Config& Config::set_rank(int rank) {
+  rank_ = rank;
+  return *this;
+}
+
+Config& Config::set_rank(const char* rank_str) {
+  auto v = rank_str ? parse_int(rank_str) : std::nullopt;
+  if (!v || *v < 0 || *v > INT32_MAX) {
+    record(std::string("rank '") + (rank_str ? rank_str : "(null)") +
+           "' is not a non-negative integer");
+    return *this;
+  }
+  rank_ = static_cast<int>(*v);
+  return *this;
+}
+
+Config& Config::set_coordinator(std::string coordinator) {
+  coordinator_ = std::move(coordinator);
+  return *this;
+}
+
+Config& Config::set_coordinator(const char* coordinator) {
+  return set_coordinator(std::string(coordinator ? coordinator : ""));
+}
+
+Config& Config::set_devices(DeviceMatrix devices) {
+  devices_ = std::move(devices);
+  for (size_t r = 0; r < devices_.size(); ++r) {
+    if (devices_[r].size() != devices_.size()) {
+      record("the device matrix must be square: it has " +
+             std::to_string(devices_.size()) + " rows but row " +
+             std::to_string(r) + " has " + std::to_string(devices_[r].size()) +
+             " entries");
+      break;
+    }
+  }
+  update_size();
+  return *this;
+}
+
+Config& Config::set_devices_from_file(const char* dev_file) {
+  std::string path = dev_file ? dev_file : "";
+  std::ifstream f(path);
+  if (!f) {
+    record("cannot read the device file '" + path + "'");
+    return *this;
+  }
+  try {
+    auto j = nlohmann::json::parse(f);
+    return set_devices(parse_devices(j, "device file '" + path + "'"));
+  } catch (const nlohmann::json::exception& e) {
+    record("the device file '" + path + "' is not valid JSON: " + e.what());
+  } catch (const std::invalid_argument& e) {
+    record(e.what());
+  }
+  return *this;
+}
+
+Config& Config::prefer_ring(bool prefer) {
+  prefer_ring_ = prefer;
+  return *this;
+}
+
+Config& Config::set_all_gather(AllGatherFn agf) {
+  all_gather_fn_ = std::move(agf);
+  return *this;
+}
+
+Config& Config::set_all_gather_factory(AllGatherFactory factory) {
+  all_gather_factory_ = std::move(factory);
+  return *this;
+}
+
+Config& Config::set_size(int size) {
+  explicit_size_ = size;
+  update_size();
+  return *this;
+}
+
+Config& Config::set_timeout(std::chrono::milliseconds t) {
+  timeout_ = t;
+  return *this;
+}
+
+Config& Config::set_op_timeout(std::chrono::milliseconds t) {
+  op_timeout_ = t;
+  return *this;
+}
+
+Config& Config::set_heartbeat_timeout(std::chrono::milliseconds t) {
+  heartbeat_timeout_ = t;
+  return *this;
+}
+
+Config& Config::set_token(std::string token) {
+  token_ = std::move(token);
+  return *this;
+}
+
+Config& Config::set_listen(bool listen) {
+  listen_ = listen;
+  return *this;
+}
+
+Config& Config::set_interface(std::string ifname_or_ip) {
+  interface_ = std::move(ifname_or_ip);
+  return *this;
+}
+
+Config& Config::set_wires(int wires) {
+  wires_ = wires;
+  return *this;
+}
+
+Config& Config::set_transport(std::string transport) {
+  transport_ = std::move(transport);
+  return *this;
+}
+
+bool Config::is_valid_mesh() const {
+  if (size_ < 1)
+    return false;
+  if (devices_.empty())
+    return true;  // TCP reaches every peer
+  for (int s = 0; s < size_; ++s) {
+    if (devices_[s].size() != static_cast<size_t>(size_))
+      return false;
+    for (int d = 0; d < size_; ++d) {
+      bool has = !devices_[s][d].empty();
+      if ((s == d && has) || (s != d && !has))
+        return false;
+    }
+  }
+  return true;
+}
+
+bool Config::is_valid_ring() const {
+  if (size_ < 1)
+    return false;
+  if (devices_.empty() || size_ == 1)
+    return true;
+  size_t wires = devices_[0][1 % size_].size();
+  if (wires == 0)
+    return false;
+  for (int s = 0; s < size_; ++s) {
+    if (devices_[s].size() != static_cast<size_t>(size_))
+      return false;
+    int left = (s + size_ - 1) % size_, right = (s + 1) % size_;
+    if (devices_[s][left].size() != wires ||
+        devices_[s][right].size() != wires) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Config::invalid_reason() const {
+  std::vector<std::string> why = problems_;
+  if (size_ < 1 && explicit_size_ == 0 && devices_.empty()) {
+    why.push_back(
+        "no group size: set JACCL_SIZE (or MLX_WORLD_SIZE), Config::set_size "
+        "or a device file (JACCL_IBV_DEVICES)");
+  } else if (size_ < 1) {
+    why.push_back("group size must be >= 1, got " + std::to_string(size_));
+  }
+  if (explicit_size_ != 0 && !devices_.empty() &&
+      explicit_size_ != static_cast<int>(devices_.size())) {
+    why.push_back("the size " + std::to_string(explicit_size_) +
+                  " disagrees with the device matrix of " +
+                  std::to_string(devices_.size()) + " ranks");
+  }
+  if (rank_ < 0) {
+    why.push_back("no rank: set JACCL_RANK (or MLX_RANK) or Config::set_rank");
+  } else if (size_ >= 1 && rank_ >= size_) {
+    why.push_back("rank " + std::to_string(rank_) +
+                  " is out of range for group size " + std::to_string(size_));
+  }
+  if (coordinator_.empty() && !all_gather_fn_ && !all_gather_factory_) {
+    why.push_back(
+        "no way to bootstrap: give a coordinator address (JACCL_COORDINATOR/"
+        "MLX_JACCL_COORDINATOR or Config::set_coordinator), an all-gather "
+        "function (Config::set_all_gather) or an all-gather factory "
+        "(Config::set_all_gather_factory or init(strict, factory))");
+  } else if (!coordinator_.empty() && !all_gather_fn_ && !all_gather_factory_) {
+    try {
+      detail::parse_host_port(coordinator_, "coordinator");
+    } catch (const Error& e) {
+      why.push_back(std::string(e.what()).substr(8));  // drop "[jaccl] "
+    }
+  }
+  if (!devices_.empty() && problems_.empty() && !is_valid_mesh() &&
+      !is_valid_ring()) {
+    why.push_back("the device matrix forms neither a valid mesh nor a ring");
+  }
+  if (wires_ < 1 || wires_ > 64) {
+    why.push_back("wires must be in 1..64, got " + std::to_string(wires_));
+  }
+  if (transport_ != "auto" && transport_ != "tcp" && transport_ != "shm") {
+    why.push_back("transport must be auto, tcp or shm, got '" + transport_ +
+                  "'");
+  }
+  if (timeout_.count() <= 0) {
+    why.push_back("the set-up timeout must be positive");
+  }
+  std::string out;
+  for (size_t i = 0; i < why.size(); ++i) {
+    out += (i ? "; " : "") + why[i];
+  }
+  return out;
+}
+
+bool Config::is_valid() const {
+  return invalid_reason().empty();
+}
+
+Config Config::from_env() {
+  Config cfg;
+  auto get = [](EnvVar v) { return detail::env_get(v); };
+
+  if (get(EnvVar::Rank)) {
+    auto v = parse_int(get(EnvVar::Rank));
+    if (!v || *v < 0 || *v > INT32_MAX) {
+      cfg.record(describe(EnvVar::Rank) + " is not a non-negative integer");
+    } else {
+      cfg.set_rank(static_cast<int>(*v));
+    }
+  }
+  if (get(EnvVar::Size)) {
+    auto v = parse_int(get(EnvVar::Size));
+    if (!v || *v < 1 || *v > INT32_MAX) {
+      cfg.record(describe(EnvVar::Size) + " is not a positive integer");
+    } else {
+      cfg.set_size(static_cast<int>(*v));
+    }
+  }
+  if (get(EnvVar::IbvDevices)) {
+    size_t before = cfg.problems_.size();
+    cfg.set_devices_from_file(get(EnvVar::IbvDevices));
+    for (size_t i = before; i < cfg.problems_.size(); ++i) {
+      cfg.problems_[i] =
+          std::string(detail::env_source_name(EnvVar::IbvDevices)) + ": " +
+          cfg.problems_[i];
+    }
+  }
+  if (get(EnvVar::Coordinator)) {
+    cfg.set_coordinator(get(EnvVar::Coordinator));
+    try {
+      detail::parse_host_port(cfg.coordinator_,
+                              detail::env_source_name(EnvVar::Coordinator));
+    } catch (const Error& e) {
+      cfg.record(std::string(e.what()).substr(8));
+    }
+  }
+  if (get(EnvVar::Ring)) {
+    cfg.prefer_ring(parse_flag(get(EnvVar::Ring)));
+  }
+  auto seconds = [&](EnvVar v, auto setter, bool allow_zero) {
+    if (!get(v))
+      return;
+    auto s = parse_seconds(get(v));
+    if (!s || (!allow_zero && *s == 0)) {
+      cfg.record(describe(v) + (allow_zero
+                                    ? " is not a number of seconds >= 0"
+                                    : " is not a number of seconds > 0"));
+      return;
+    }
+    (cfg.*setter)(std::chrono::milliseconds(static_cast<long long>(*s * 1000)));
+  };
+  seconds(EnvVar::Timeout, &Config::set_timeout, false);
+  seconds(EnvVar::OpTimeout, &Config::set_op_timeout, true);
+  seconds(EnvVar::HeartbeatTimeout, &Config::set_heartbeat_timeout, true);
+  if (get(EnvVar::Token))
+    cfg.set_token(get(EnvVar::Token));
+  if (get(EnvVar::Listen))
+    cfg.set_listen(parse_flag(get(EnvVar::Listen)));
+  if (get(EnvVar::Ifname))
+    cfg.set_interface(get(EnvVar::Ifname));
+  if (get(EnvVar::Wires)) {
+    auto v = parse_int(get(EnvVar::Wires));
+    if (!v || *v < 1 || *v > 64) {
+      cfg.record(describe(EnvVar::Wires) + " is not an integer in 1..64");
+    } else {
+      cfg.set_wires(static_cast<int>(*v));
+    }
+  }
+  if (get(EnvVar::Transport)) {
+    std::string t = get(EnvVar::Transport);
+    if (t != "auto" && t != "tcp" && t != "shm") {
+      cfg.record(describe(EnvVar::Transport) + " is not auto, tcp or shm");
+    } else {
+      cfg.set_transport(t);
+    }
+  }
+  return cfg;
+}
+
+}  // namespace jaccl
