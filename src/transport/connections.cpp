@@ -1,0 +1,61 @@
+// Copyright 2026 the jaccl authors.
+#include "transport/connections.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace jaccl::detail {
+
+FailureState::FailureState()
+    : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (wake_fd_ < 0) {
+    raise(ErrorKind::Io, "eventfd() failed", {.sys_errno = errno});
+  }
+}
+
+FailureState::~FailureState() { ::close(wake_fd_); }
+
+bool FailureState::fail(std::exception_ptr e) {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) {
+      return false;
+    }
+    error_ = std::move(e);
+    failed_.store(true, std::memory_order_release);
+    hooks.swap(hooks_);
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  for (auto& h : hooks) {
+    h();
+  }
+  return true;
+}
+
+void FailureState::throw_if_failed() const {
+  if (!failed()) {
+    return;
+  }
+  std::rethrow_exception(error());
+}
+
+std::exception_ptr FailureState::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void FailureState::on_abort(std::function<void()> hook) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (error_) {
+    lock.unlock();
+    hook();
+    return;
+  }
+  hooks_.push_back(std::move(hook));
+}
+
+}  // namespace jaccl::detail

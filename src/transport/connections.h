@@ -1,0 +1,69 @@
+// Copyright 2026 the jaccl authors.
+// What the transport hands to the collectives: connected sockets to peers
+// and the group's shared failure state.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/error.h"
+#include "common/net.h"
+
+namespace jaccl::detail {
+
+// The first failure of a group, shared by every thread working for it.
+// fail() records the first error only, makes wake_fd() readable (every
+// blocking poll in jaccl includes it, so every waiting thread wakes at once)
+// and runs the abort hooks (the liveness monitor registers one that tells the
+// peers why). After a failure every operation rethrows the original error.
+// Sockets are not shut down on a failure: peers must learn the root cause
+// from the abort notice, not from a close that would name the wrong rank.
+class FailureState {
+ public:
+  FailureState();
+  ~FailureState();
+  FailureState(const FailureState&) = delete;
+  FailureState& operator=(const FailureState&) = delete;
+  // An eventfd that becomes readable on the first failure.
+  int wake_fd() const { return wake_fd_; }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // Records e if it is the first failure; returns true if it was.
+  bool fail(std::exception_ptr e);
+  // Throws the recorded failure, if any.
+  void throw_if_failed() const;
+  std::exception_ptr error() const;
+  // Hook run once, on the first failure (from the failing thread).
+  void on_abort(std::function<void()> hook);
+
+ private:
+  mutable std::mutex mu_;
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::vector<std::function<void()>> hooks_;
+  int wake_fd_ = -1;
+};
+
+// Sockets to the other ranks, set up by the transport.
+struct Connections {
+  int rank = -1;
+  int size = 0;
+  // wires[peer][w]: the w-th TCP connection to peer (empty for self and for
+  // peers this topology does not connect). Non-blocking, TCP_NODELAY.
+  std::vector<std::vector<Fd>> wires;
+  // Deadline budget for one blocking operation (0 = none).
+  Millis op_timeout{0};
+  std::shared_ptr<FailureState> state = std::make_shared<FailureState>();
+  // Keeps the liveness monitor (heartbeats, control sockets) alive as long
+  // as the group; type-erased so collectives do not depend on it.
+  std::shared_ptr<void> keepalive;
+
+  Deadline op_deadline() const { return Deadline::after(op_timeout); }
+};
+
+}  // namespace jaccl::detail
