@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs what the tests need, builds, and runs the whole test suite.
+# Extra arguments go to ctest (e.g. -L coordinator, -R Ring).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j2 --timeout 300 "$@"
