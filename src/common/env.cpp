@@ -41,6 +41,8 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "job id that namespaces file and Redis side channels"},
     {EnvVar::HeartbeatTimeout, "JACCL_HEARTBEAT_TIMEOUT", nullptr, "10",
      "seconds of silence after which a peer is declared lost; 0 = off"},
+    {EnvVar::ShmBudget, "JACCL_SHM_BUDGET", nullptr, "64",
+     "MiB of shared memory one single-host group may use"},
 }};
 
 constexpr bool table_in_order() {

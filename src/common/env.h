@@ -24,6 +24,7 @@ enum class EnvVar {
   SideChannel,
   Job,
   HeartbeatTimeout,
+  ShmBudget,
   Count_,  // keep last
 };
 

@@ -1,0 +1,389 @@
+// Copyright 2026 the jaccl authors.
+#include "collectives/shm_group.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
+constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
+
+struct P2pHeader {
+  uint64_t magic;
+  uint64_t n_bytes;
+};
+
+}  // namespace
+
+const char* ShmGroup::op_text(uint32_t op) {
+  switch (op) {
+    case kAllSum:
+      return "all_sum";
+    case kAllMax:
+      return "all_max";
+    case kAllMin:
+      return "all_min";
+    case kAllGather:
+      return "all_gather";
+    case kSumScatter:
+      return "sum_scatter";
+    case kBarrier:
+      return "barrier";
+    case kBroadcast:
+      return "broadcast";
+  }
+  return "unknown op";
+}
+
+void ShmGroup::init_segment(char* base, const ShmLayout& layout) {
+  std::memset(base, 0, layout.slots_off());
+  for (int from = 0; from < layout.nranks; ++from) {
+    for (int to = 0; to < layout.nranks; ++to) {
+      new (base + layout.ring_ctl_off(from, to)) RingCtl();
+    }
+  }
+  auto* h = new (base) ShmHeader();
+  h->magic = kShmMagic;
+  h->nranks = static_cast<uint32_t>(layout.nranks);
+  h->slot_bytes = layout.slot_bytes;
+  h->ring_bytes = layout.ring_bytes;
+  new (base + layout.wake_off()) WakeWord();
+  for (int r = 0; r < layout.nranks; ++r) {
+    new (base + layout.ctl_off(r)) RankCtl();
+  }
+}
+
+ShmGroup::ShmGroup(int rank, int size, ShmSegment seg, ShmLayout layout,
+                   std::shared_ptr<FailureState> state, Millis op_timeout,
+                   std::shared_ptr<void> keepalive)
+    : rank_(rank),
+      size_(size),
+      seg_(std::move(seg)),
+      layout_(layout),
+      base_(seg_.data()),
+      state_(std::move(state)),
+      op_timeout_(op_timeout),
+      keepalive_(std::move(keepalive)) {}
+
+ShmGroup::~ShmGroup() = default;
+
+void ShmGroup::check_alive(const Deadline& dl, const char* waiting_for) {
+  state_->throw_if_failed();
+  if (dl.expired()) {
+    raise(ErrorKind::Timeout,
+          std::string("timed out after ") + format_duration(dl.total()) +
+              " waiting for " + waiting_for,
+          {.rank = rank_, .address = "shared memory"});
+  }
+}
+
+template <class F>
+void ShmGroup::guarded(const char* what, F&& body) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->throw_if_failed();
+  deadline_ = Deadline::after(op_timeout_);
+  try {
+    body();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Usage) {
+      state_->fail(std::current_exception());
+      state_->throw_if_failed();  // the first failure wins
+    }
+    throw;
+  } catch (...) {
+    state_->fail(std::current_exception());
+    rethrow_as_error(state_->error(), ErrorKind::Internal, what,
+                     {.rank = rank_});
+  }
+}
+
+void ShmGroup::step(const OpDesc& d) {
+  ++step_;
+  const uint64_t s = step_;
+  RankCtl& me = ctl(rank_);
+  me.desc[s & 1] = d;
+  me.arrive.store(s, std::memory_order_release);
+  wake().bump();
+  auto ready = [&] {
+    for (int q = 0; q < size_; ++q) {
+      if (ctl(q).arrive.load(std::memory_order_acquire) < s)
+        return false;
+    }
+    return true;
+  };
+  wait_until(wake(), ready, [&] {
+    state_->throw_if_failed();
+    if (deadline_.expired()) {
+      std::ostringstream missing;
+      bool first = true;
+      for (int q = 0; q < size_; ++q) {
+        if (ctl(q).arrive.load(std::memory_order_acquire) < s) {
+          missing << (first ? "" : ", ") << q;
+          first = false;
+        }
+      }
+      raise(ErrorKind::Timeout,
+            std::string(op_text(d.op)) + " timed out after " +
+                format_duration(deadline_.total()) + " waiting for ranks " +
+                missing.str(),
+            {.rank = rank_, .address = "shared memory"});
+    }
+  });
+  for (int q = 0; q < size_; ++q) {
+    const OpDesc& o = ctl(q).desc[s & 1];
+    if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
+        o.root != d.root) {
+      std::ostringstream msg;
+      msg << "ranks disagree: this rank called " << op_text(d.op)
+          << "(n_bytes=" << d.n_bytes << ", dtype=" << d.dtype << ") but rank "
+          << q << " called " << op_text(o.op) << "(n_bytes=" << o.n_bytes
+          << ", dtype=" << o.dtype << ")";
+      raise(ErrorKind::Protocol, msg.str(), {.rank = rank_, .peer = q});
+    }
+  }
+}
+
+void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
+                      size_t n, int dtype) {
+  size_t count = checked_count(op, dtype, n);
+  (void)count;
+  guarded(op_text(code), [&] {
+    OpDesc d{code, dtype, n, 0, 0};
+    const size_t esz = dtype_size(dtype);
+    if (size_ == 1) {
+      if (in != out)
+        std::memmove(out, in, n);
+      step(d);
+      return;
+    }
+    if (n <= kSmallBytes && n <= layout_.slot_bytes) {
+      std::memcpy(slot(rank_, step_ + 1), in, n);
+      step(d);
+      std::memcpy(out, slot(0, step_), n);
+      for (int q = 1; q < size_; ++q) {
+        reduce_into(op, dtype, out, slot(q, step_), n / esz);
+      }
+      return;
+    }
+    const char* src = static_cast<const char*>(in);
+    char* dst = static_cast<char*>(out);
+    const size_t chunk = layout_.slot_bytes / esz * esz;
+    for (size_t off = 0; off < n || off == 0; off += chunk) {
+      size_t len = std::min(chunk, n - off);
+      std::memcpy(slot(rank_, step_ + 1), src + off, len);
+      step(d);
+      size_t so = 0, sb = 0;
+      slice_of(len, size_, rank_, &so, &sb);
+      if (sb > 0) {
+        char* res = result(step_ + 1) + so;
+        reduce3(op, dtype, res, slot(0, step_) + so, slot(1, step_) + so,
+                sb / esz);
+        for (int q = 2; q < size_; ++q) {
+          reduce_into(op, dtype, res, slot(q, step_) + so, sb / esz);
+        }
+      }
+      step(d);
+      std::memcpy(dst + off, result(step_), len);
+      if (n == 0)
+        break;
+    }
+  });
+}
+
+void ShmGroup::all_sum(const void* in, void* out, size_t n, int dtype) {
+  reduce(ReduceOp::Sum, kAllSum, in, out, n, dtype);
+}
+void ShmGroup::all_max(const void* in, void* out, size_t n, int dtype) {
+  reduce(ReduceOp::Max, kAllMax, in, out, n, dtype);
+}
+void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
+  reduce(ReduceOp::Min, kAllMin, in, out, n, dtype);
+}
+
+void ShmGroup::all_gather(const void* in, void* out, size_t n) {
+  guarded("all_gather", [&] {
+    OpDesc d{kAllGather, -1, n, 0, 0};
+    const char* src = static_cast<const char*>(in);
+    char* dst = static_cast<char*>(out);
+    const size_t chunk = layout_.slot_bytes;
+    for (size_t off = 0; off < n || off == 0; off += chunk) {
+      size_t len = std::min(chunk, n - off);
+      std::memcpy(slot(rank_, step_ + 1), src + off, len);
+      step(d);
+      for (int q = 0; q < size_; ++q) {
+        std::memcpy(dst + static_cast<size_t>(q) * n + off, slot(q, step_),
+                    len);
+      }
+      if (n == 0)
+        break;
+    }
+  });
+}
+
+void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
+  checked_count(ReduceOp::Sum, dtype, n);
+  guarded("sum_scatter", [&] {
+    OpDesc d{kSumScatter, dtype, n, 0, 0};
+    const size_t esz = dtype_size(dtype);
+    const char* src = static_cast<const char*>(in);
+    char* dst = static_cast<char*>(out);
+    const size_t P = static_cast<size_t>(size_);
+    const size_t window =
+        std::max<size_t>(layout_.slot_bytes / P / 64 * 64, 64);
+    for (size_t off = 0; off < n || off == 0; off += window) {
+      size_t len = std::min(window, n - off);
+      char* mine = slot(rank_, step_ + 1);
+      for (size_t q = 0; q < P; ++q) {
+        std::memcpy(mine + q * window, src + q * n + off, len);
+      }
+      step(d);
+      const size_t at = static_cast<size_t>(rank_) * window;
+      if (size_ == 1) {
+        std::memcpy(dst + off, slot(0, step_) + at, len);
+      } else {
+        reduce3(ReduceOp::Sum, dtype, dst + off, slot(0, step_) + at,
+                slot(1, step_) + at, len / esz);
+        for (int q = 2; q < size_; ++q) {
+          reduce_into(ReduceOp::Sum, dtype, dst + off, slot(q, step_) + at,
+                      len / esz);
+        }
+      }
+      if (n == 0)
+        break;
+    }
+  });
+}
+
+void ShmGroup::broadcast(void* buf, size_t n, int root) {
+  if (root < 0 || root >= size_) {
+    raise(ErrorKind::Usage,
+          "broadcast root " + std::to_string(root) + " out of range for size " +
+              std::to_string(size_),
+          {.rank = rank_});
+  }
+  guarded("broadcast", [&] {
+    OpDesc d{kBroadcast, -1, n, root, 0};
+    char* p = static_cast<char*>(buf);
+    const size_t chunk = layout_.slot_bytes;
+    for (size_t off = 0; off < n || off == 0; off += chunk) {
+      size_t len = std::min(chunk, n - off);
+      if (rank_ == root)
+        std::memcpy(slot(rank_, step_ + 1), p + off, len);
+      step(d);
+      if (rank_ != root)
+        std::memcpy(p + off, slot(root, step_), len);
+      if (n == 0)
+        break;
+    }
+  });
+}
+
+void ShmGroup::barrier() {
+  guarded("barrier", [&] { step(OpDesc{kBarrier, -1, 0, 0, 0}); });
+}
+
+void ShmGroup::send(const void* in, size_t n, int dst) {
+  if (dst < 0 || dst >= size_ || dst == rank_) {
+    raise(ErrorKind::Usage,
+          "send to rank " + std::to_string(dst) + " (group size " +
+              std::to_string(size_) + ", this rank " + std::to_string(rank_) +
+              ")",
+          {.rank = rank_});
+  }
+  guarded("send", [&] {
+    RingCtl& rc = ring(rank_, dst);
+    char* data = ring_data(rank_, dst);
+    const size_t cap = layout_.ring_bytes;
+    P2pHeader h{kP2pMagic, n};
+    auto put = [&](const char* p, size_t len) {
+      uint64_t head = rc.head.load(std::memory_order_relaxed);
+      size_t done = 0;
+      while (done < len) {
+        uint64_t tail = 0;
+        wait_until(
+            wake(),
+            [&] {
+              tail = rc.tail.load(std::memory_order_acquire);
+              return head - tail < cap;
+            },
+            [&] {
+              check_alive(
+                  deadline_,
+                  ("rank " + std::to_string(dst) + " to receive").c_str());
+            });
+        size_t room = cap - (head - tail);
+        size_t at = head % cap;
+        size_t k = std::min({len - done, room, cap - at});
+        std::memcpy(data + at, p + done, k);
+        done += k;
+        head += k;
+        rc.head.store(head, std::memory_order_release);
+        wake().bump();
+      }
+    };
+    put(reinterpret_cast<const char*>(&h), sizeof(h));
+    put(static_cast<const char*>(in), n);
+  });
+}
+
+void ShmGroup::recv(void* out, size_t n, int src) {
+  if (src < 0 || src >= size_ || src == rank_) {
+    raise(ErrorKind::Usage,
+          "recv from rank " + std::to_string(src) + " (group size " +
+              std::to_string(size_) + ", this rank " + std::to_string(rank_) +
+              ")",
+          {.rank = rank_});
+  }
+  guarded("recv", [&] {
+    RingCtl& rc = ring(src, rank_);
+    const char* data = ring_data(src, rank_);
+    const size_t cap = layout_.ring_bytes;
+    auto get = [&](char* p, size_t len) {
+      uint64_t tail = rc.tail.load(std::memory_order_relaxed);
+      size_t done = 0;
+      while (done < len) {
+        uint64_t head = 0;
+        wait_until(
+            wake(),
+            [&] {
+              head = rc.head.load(std::memory_order_acquire);
+              return head != tail;
+            },
+            [&] {
+              check_alive(
+                  deadline_,
+                  ("a message from rank " + std::to_string(src)).c_str());
+            });
+        size_t at = tail % cap;
+        size_t k = std::min({len - done, size_t(head - tail), cap - at});
+        std::memcpy(p + done, data + at, k);
+        done += k;
+        tail += k;
+        rc.tail.store(tail, std::memory_order_release);
+        wake().bump();
+      }
+    };
+    P2pHeader h{};
+    get(reinterpret_cast<char*>(&h), sizeof(h));
+    if (h.magic != kP2pMagic) {
+      raise(ErrorKind::Protocol,
+            "corrupt message header from rank " + std::to_string(src),
+            {.rank = rank_, .peer = src});
+    }
+    if (h.n_bytes != n) {
+      raise(ErrorKind::Protocol,
+            "rank " + std::to_string(src) + " sent " +
+                std::to_string(h.n_bytes) +
+                " bytes but this rank's recv expects " + std::to_string(n),
+            {.rank = rank_, .peer = src});
+    }
+    get(static_cast<char*>(out), n);
+  });
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,99 @@
+// Copyright 2026 the jaccl authors.
+// A group whose ranks all share one host: collectives through one shared
+// segment, designed for memory rather than as a pipe under socket
+// algorithms. Small reductions: every rank stages its input and reduces all
+// staged inputs itself (one sync). Large ones: each rank reduces its 1/N
+// slice of every staged chunk into a shared result, then everyone copies the
+// result (two syncs per chunk, double-buffered).
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "collectives/shm_layout.h"
+#include "common/reduce.h"
+#include "jaccl/group.h"
+#include "transport/connections.h"
+#include "transport/shm_segment.h"
+
+namespace jaccl::detail {
+
+class ShmGroup : public Group {
+ public:
+  // seg is mapped and initialized (header written by the creator).
+  ShmGroup(int rank, int size, ShmSegment seg, ShmLayout layout,
+           std::shared_ptr<FailureState> state, Millis op_timeout,
+           std::shared_ptr<void> keepalive);
+  ~ShmGroup() override;
+
+  int rank() override { return rank_; }
+  int size() override { return size_; }
+  void all_sum(const void* in, void* out, size_t n, int dtype) override;
+  void all_max(const void* in, void* out, size_t n, int dtype) override;
+  void all_min(const void* in, void* out, size_t n, int dtype) override;
+  void all_gather(const void* in, void* out, size_t n) override;
+  void sum_scatter(const void* in, void* out, size_t n, int dtype) override;
+  void send(const void* in, size_t n, int dst) override;
+  void recv(void* out, size_t n, int src) override;
+  void barrier() override;
+  void broadcast(void* buf, size_t n, int root) override;
+  const char* backend_name() const override { return "shm"; }
+
+  // Writes a fresh header into a newly created segment.
+  static void init_segment(char* base, const ShmLayout& layout);
+
+ private:
+  enum Op : uint32_t {
+    kAllSum = 1,
+    kAllMax,
+    kAllMin,
+    kAllGather,
+    kSumScatter,
+    kBarrier,
+    kBroadcast
+  };
+  static const char* op_text(uint32_t op);
+
+  void reduce(ReduceOp op, uint32_t code, const void* in, void* out, size_t n,
+              int dtype);
+  // Publishes d for the next step, arrives, waits for every rank, and checks
+  // that every rank announced the same op.
+  void step(const OpDesc& d);
+  // Runs body, turning any failure into the group's failure.
+  template <class F>
+  void guarded(const char* what, F&& body);
+  void check_alive(const Deadline& dl, const char* waiting_for);
+
+  char* slot(int r, uint64_t s) const {
+    return base_ + layout_.slot_off(r, static_cast<int>(s & 1));
+  }
+  char* result(uint64_t s) const {
+    return base_ + layout_.result_off(static_cast<int>(s & 1));
+  }
+  RankCtl& ctl(int r) const {
+    return *reinterpret_cast<RankCtl*>(base_ + layout_.ctl_off(r));
+  }
+  WakeWord& wake() const {
+    return *reinterpret_cast<WakeWord*>(base_ + layout_.wake_off());
+  }
+  RingCtl& ring(int from, int to) const {
+    return *reinterpret_cast<RingCtl*>(base_ + layout_.ring_ctl_off(from, to));
+  }
+  char* ring_data(int from, int to) const {
+    return base_ + layout_.ring_data_off(from, to);
+  }
+
+  int rank_;
+  int size_;
+  ShmSegment seg_;
+  ShmLayout layout_;
+  char* base_;
+  std::shared_ptr<FailureState> state_;
+  Millis op_timeout_;
+  std::shared_ptr<void> keepalive_;
+  std::mutex mu_;  // one collective at a time
+  uint64_t step_ = 0;
+  Deadline deadline_;
+};
+
+}  // namespace jaccl::detail

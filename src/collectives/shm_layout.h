@@ -1,0 +1,109 @@
+// Copyright 2026 the jaccl authors.
+// Layout of a job's shared-memory segment (pure arithmetic, no OS calls):
+//
+//   [header][wake word][rank controls x N][slots: N x 2 x slot][result: 2 x
+//   slot][p2p rings: N x N x ring]
+//
+// Data written for sync step s lives in the parity s % 2 buffers and is read
+// only between waiting for step s and arriving at step s + 1, so two
+// buffers are enough for a rank to run one step ahead of the slowest.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/shm_sync.h"
+
+namespace jaccl::detail {
+
+inline constexpr uint64_t kShmMagic = 0x4d4853434c43414aull;  // "JACLCSHM"
+
+struct alignas(kCacheLine) ShmHeader {
+  uint64_t magic;
+  uint32_t nranks;
+  uint32_t reserved;
+  uint64_t slot_bytes;
+  uint64_t ring_bytes;
+  std::atomic<uint32_t> mapped;  // ranks that have mapped the segment
+};
+
+// What a rank announces at each sync step.
+struct OpDesc {
+  uint32_t op;
+  int32_t dtype;
+  uint64_t n_bytes;
+  int32_t root;
+  int32_t reserved;
+};
+
+struct alignas(kCacheLine) RankCtl {
+  std::atomic<uint64_t> arrive;  // last sync step this rank arrived at
+  OpDesc desc[2];                // by step parity
+};
+
+// A single-producer single-consumer byte ring for send/recv of one pair.
+struct alignas(kCacheLine) RingCtl {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // bytes written (producer)
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // bytes read (consumer)
+};
+
+struct ShmLayout {
+  int nranks = 0;
+  size_t slot_bytes = 0;
+  size_t ring_bytes = 0;
+
+  static size_t align(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+  // Slot size from a byte budget: (2N + 2) slots plus the rings must fit.
+  static ShmLayout for_budget(int n, size_t budget) {
+    ShmLayout l;
+    l.nranks = n;
+    l.ring_bytes = 256 * 1024;
+    size_t rings =
+        static_cast<size_t>(n) * n * (l.ring_bytes + sizeof(RingCtl));
+    size_t left = budget > rings ? budget - rings : 0;
+    size_t slot = left / (2 * static_cast<size_t>(n) + 2);
+    slot = std::clamp<size_t>(slot, 64 * 1024, 4 * 1024 * 1024);
+    l.slot_bytes = slot / 4096 * 4096;
+    return l;
+  }
+
+  size_t header_off() const { return 0; }
+  size_t wake_off() const { return align(sizeof(ShmHeader), 4096); }
+  size_t ctl_off(int r) const {
+    return wake_off() + sizeof(WakeWord) +
+           static_cast<size_t>(r) * sizeof(RankCtl);
+  }
+  size_t slots_off() const { return align(ctl_off(nranks), 4096); }
+  size_t slot_off(int r, int parity) const {
+    return slots_off() + (static_cast<size_t>(r) * 2 + parity) * slot_bytes;
+  }
+  size_t result_off(int parity) const {
+    return slots_off() +
+           (static_cast<size_t>(nranks) * 2 + parity) * slot_bytes;
+  }
+  size_t rings_off() const { return result_off(2); }
+  size_t ring_ctl_off(int from, int to) const {
+    return rings_off() +
+           (static_cast<size_t>(from) * nranks + to) * sizeof(RingCtl);
+  }
+  size_t ring_data_off(int from, int to) const {
+    return align(ring_ctl_off(nranks, 0), 4096) +
+           (static_cast<size_t>(from) * nranks + to) * ring_bytes;
+  }
+  size_t total() const { return ring_data_off(nranks, 0); }
+};
+
+// Slice r of a chunk of len bytes split N ways on 64-byte boundaries (which
+// are multiples of every element size). Later slices may be empty.
+inline void slice_of(size_t len, int n, int r, size_t* off, size_t* bytes) {
+  size_t q = ShmLayout::align((len + n - 1) / n, 64);
+  size_t begin = std::min(len, q * static_cast<size_t>(r));
+  size_t end = std::min(len, begin + q);
+  *off = begin;
+  *bytes = end - begin;
+}
+
+}  // namespace jaccl::detail
