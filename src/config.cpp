@@ -1,6 +1,8 @@
 // Copyright 2026 the jaccl authors.
 // Config: the builder, its validation and Config::from_env.
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -26,16 +28,25 @@ std::optional<long long> parse_int(std::string_view s) {
   return v;
 }
 
+// A number of seconds >= 0, finite and at most ~30 years (so the conversion
+// to milliseconds cannot overflow); nullopt on anything else ("nan", "inf",
+// "-1", "abc", "5s").
 std::optional<double> parse_seconds(std::string_view s) {
   try {
     size_t used = 0;
     double v = std::stod(std::string(s), &used);
-    if (used != s.size() || v < 0)
+    if (used != s.size() || !std::isfinite(v) || v < 0 || v > 1e9)
       return std::nullopt;
     return v;
   } catch (...) {
     return std::nullopt;
   }
+}
+
+// Seconds to milliseconds, rounding up so a positive value never becomes 0
+// (which means "no limit" for the operation and heartbeat timeouts).
+std::chrono::milliseconds seconds_to_ms(double s) {
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(s * 1000)));
 }
 
 bool parse_flag(std::string_view s) {
@@ -241,14 +252,19 @@ bool Config::is_valid_mesh() const {
 bool Config::is_valid_ring() const {
   if (size_ < 1)
     return false;
-  if (devices_.empty() || size_ == 1)
+  if (devices_.empty())
     return true;
-  size_t wires = devices_[0][1 % size_].size();
+  // Square first: the wire count below reads row 0, which may be short.
+  for (const auto& row : devices_) {
+    if (row.size() != static_cast<size_t>(size_))
+      return false;
+  }
+  if (size_ == 1)
+    return true;
+  size_t wires = devices_[0][1].size();
   if (wires == 0)
     return false;
   for (int s = 0; s < size_; ++s) {
-    if (devices_[s].size() != static_cast<size_t>(size_))
-      return false;
     int left = (s + size_ - 1) % size_, right = (s + 1) % size_;
     if (devices_[s][left].size() != wires ||
         devices_[s][right].size() != wires) {
@@ -260,6 +276,13 @@ bool Config::is_valid_ring() const {
 
 std::string Config::invalid_reason() const {
   std::vector<std::string> why = problems_;
+  // Whether from_env already recorded this problem with the variable's name.
+  auto mentions = [&](const std::string& part) {
+    return std::any_of(problems_.begin(), problems_.end(),
+                       [&](const std::string& p) {
+                         return p.find(part) != std::string::npos;
+                       });
+  };
   if (size_ < 1 && explicit_size_ == 0 && devices_.empty()) {
     why.push_back(
         "no group size: set JACCL_SIZE (or MLX_WORLD_SIZE), Config::set_size "
@@ -275,7 +298,9 @@ std::string Config::invalid_reason() const {
   }
   if (rank_ < 0) {
     why.push_back("no rank: set JACCL_RANK (or MLX_RANK) or Config::set_rank");
-  } else if (size_ >= 1 && rank_ >= size_) {
+  } else if (size_ >= 1 && rank_ >= size_ &&
+             !mentions(" is out of range for group size " +
+                       std::to_string(size_))) {
     why.push_back("rank " + std::to_string(rank_) +
                   " is out of range for group size " + std::to_string(size_));
   }
@@ -285,7 +310,8 @@ std::string Config::invalid_reason() const {
         "MLX_JACCL_COORDINATOR or Config::set_coordinator), an all-gather "
         "function (Config::set_all_gather) or an all-gather factory "
         "(Config::set_all_gather_factory or init(strict, factory))");
-  } else if (!coordinator_.empty() && !all_gather_fn_ && !all_gather_factory_) {
+  } else if (!coordinator_.empty() && !all_gather_fn_ && !all_gather_factory_ &&
+             !mentions("='" + coordinator_ + "' is not host:port")) {
     try {
       detail::parse_host_port(coordinator_, "coordinator");
     } catch (const Error& e) {
@@ -340,10 +366,9 @@ Config Config::from_env() {
   if (get(EnvVar::IbvDevices)) {
     size_t before = cfg.problems_.size();
     cfg.set_devices_from_file(get(EnvVar::IbvDevices));
+    // Name the variable and its value (the path), whichever problem it was.
     for (size_t i = before; i < cfg.problems_.size(); ++i) {
-      cfg.problems_[i] =
-          std::string(detail::env_source_name(EnvVar::IbvDevices)) + ": " +
-          cfg.problems_[i];
+      cfg.problems_[i] = describe(EnvVar::IbvDevices) + ": " + cfg.problems_[i];
     }
   }
   if (get(EnvVar::Coordinator)) {
@@ -354,6 +379,16 @@ Config Config::from_env() {
     } catch (const Error& e) {
       cfg.record(std::string(e.what()).substr(8));
     }
+  }
+  // A rank outside the group is reported here too, naming the variables
+  // that set both (invalid_reason() then skips its generic message).
+  if (cfg.rank_ >= 0 && cfg.size_ >= 1 && cfg.rank_ >= cfg.size_) {
+    std::string size_from =
+        !cfg.devices_.empty()
+            ? "the device matrix of " + describe(EnvVar::IbvDevices)
+            : describe(EnvVar::Size);
+    cfg.record(describe(EnvVar::Rank) + " is out of range for group size " +
+               std::to_string(cfg.size_) + " (from " + size_from + ")");
   }
   if (get(EnvVar::Ring)) {
     cfg.prefer_ring(parse_flag(get(EnvVar::Ring)));
@@ -368,7 +403,7 @@ Config Config::from_env() {
                                     : " is not a number of seconds > 0"));
       return;
     }
-    (cfg.*setter)(std::chrono::milliseconds(static_cast<long long>(*s * 1000)));
+    (cfg.*setter)(seconds_to_ms(*s));
   };
   seconds(EnvVar::Timeout, &Config::set_timeout, false);
   seconds(EnvVar::OpTimeout, &Config::set_op_timeout, true);

@@ -101,7 +101,21 @@ SideChannel::SideChannel(int rank, int size, uint64_t fingerprint,
       fn_(std::move(fn)),
       description_(std::move(description)),
       timeout_(timeout),
-      guarded_(guarded) {}
+      guarded_(guarded) {
+  // check_frames indexes the gathered frames by rank_, and all_gather
+  // divides by size_: reject what would make those undefined.
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
+    raise(ErrorKind::Usage,
+          "side channel (" + description_ + "): rank " + std::to_string(rank_) +
+              " is out of range for group size " + std::to_string(size_),
+          {.rank = rank_});
+  }
+  if (!fn_) {
+    raise(ErrorKind::Usage,
+          "side channel (" + description_ + "): the all-gather is empty",
+          {.rank = rank_});
+  }
+}
 
 void SideChannel::raw_call(const char* src, char* dst, size_t n) {
   ErrorContext ctx{.rank = rank_};
