@@ -246,16 +246,21 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-void set_keepalive(int fd, int idle_s, int interval_s, int count) {
+void set_keepalive(int fd, int idle_s, int interval_s, int count,
+                   int user_timeout_ms) {
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s));
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  unsigned user_timeout_ms =
-      static_cast<unsigned>((idle_s + interval_s * count) * 1000);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
-               sizeof(user_timeout_ms));
+  if (user_timeout_ms == 0) {
+    return;
+  }
+  unsigned ut =
+      user_timeout_ms > 0
+          ? static_cast<unsigned>(user_timeout_ms)
+          : static_cast<unsigned>((idle_s + interval_s * count) * 1000);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
 }
 
 void set_buffer_sizes(int fd, int bytes) {

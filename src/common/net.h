@@ -88,8 +88,13 @@ Fd accept_one(int listen_fd, const Deadline& dl, const ErrorContext& ctx);
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
 // Keepalive so a vanished host is noticed on an idle connection:
-// idle/interval in seconds, and TCP_USER_TIMEOUT for unacknowledged data.
-void set_keepalive(int fd, int idle_s, int interval_s, int count);
+// idle/interval in seconds. user_timeout_ms sets TCP_USER_TIMEOUT (how long
+// sent data may stay unacknowledged): -1 derives it from the keepalive
+// parameters, 0 leaves it unset. Leave it unset on data links: Linux also
+// aborts a connection whose peer advertises a zero window for that long, so
+// a receiver busy computing for a while would kill the link.
+void set_keepalive(int fd, int idle_s, int interval_s, int count,
+                   int user_timeout_ms = -1);
 void set_buffer_sizes(int fd, int bytes);
 
 // Blocking-style transfers on non-blocking sockets, bounded by dl. EOF or

@@ -1,0 +1,382 @@
+// Copyright 2026 the jaccl authors.
+#include "transport/liveness.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr uint16_t kCtlMagic = 0xC71A;
+constexpr size_t kCtlHeader = 12;
+constexpr uint32_t kMaxText = 2048;
+constexpr size_t kMaxQueued = 64 * 1024;  // heartbeats beyond are dropped
+enum : uint8_t { kHeartbeat = 1, kGoodbye = 2, kAbort = 3 };
+
+std::string frame(uint8_t type, uint8_t kind, int32_t root,
+                  std::string_view text) {
+  text = text.substr(0, kMaxText);
+  std::string f(kCtlHeader + text.size(), '\0');
+  auto put = [&](size_t at, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i)
+      f[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  put(0, type, 1);
+  put(1, kind, 1);
+  put(2, kCtlMagic, 2);
+  put(4, static_cast<uint32_t>(root), 4);
+  put(8, text.size(), 4);
+  std::memcpy(f.data() + kCtlHeader, text.data(), text.size());
+  return f;
+}
+
+uint32_t get_le(const std::string& s, size_t at, int n) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i)
+    v |= static_cast<uint32_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
+  return v;
+}
+
+// Where an ABORT this rank relays came from (set by the monitor thread
+// around the fail() call that runs the hook synchronously).
+struct Origin {
+  int root = -1;
+  ErrorKind kind = ErrorKind::Internal;
+  std::string text;
+};
+thread_local const Origin* t_relay = nullptr;
+
+std::exception_ptr make_error(ErrorKind kind, const std::string& what,
+                              const ErrorContext& ctx) {
+  try {
+    raise(kind, what, ctx);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// "[jaccl] rank 2: x" -> "x", so relayed texts do not stack prefixes.
+std::string strip_prefix(std::string s, int rank) {
+  const std::string a = "[jaccl] ";
+  if (s.rfind(a, 0) == 0)
+    s.erase(0, a.size());
+  const std::string b = "rank " + std::to_string(rank) + ": ";
+  if (s.rfind(b, 0) == 0)
+    s.erase(0, b.size());
+  return s;
+}
+
+Origin origin_of(std::exception_ptr e, int rank) {
+  Origin o;
+  o.root = rank;
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    o.kind = err.kind();
+    o.text = strip_prefix(err.what(), rank);
+  } catch (const std::exception& err) {
+    o.text = err.what();
+  } catch (...) {
+    o.text = "unknown exception";
+  }
+  return o;
+}
+
+}  // namespace
+
+struct LivenessMonitor::Shared {
+  std::mutex mu;
+  std::vector<std::string> out;  // bytes queued per peer
+  std::vector<char> open;        // control socket still usable
+  bool stopping = false;
+  Fd wake;
+
+  void wake_up() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake.get(), &one, sizeof(one));
+  }
+  // Caller holds mu.
+  void enqueue_all(const std::string& f, bool droppable) {
+    for (size_t p = 0; p < out.size(); ++p) {
+      if (open[p] && !(droppable && out[p].size() > kMaxQueued)) {
+        out[p] += f;
+      }
+    }
+  }
+};
+
+void apply_keepalive(int fd, Millis heartbeat_timeout) {
+  long long hb_s = (heartbeat_timeout.count() + 999) / 1000;
+  if (hb_s <= 0) {
+    set_keepalive(fd, 60, 10, 6, 0);
+    return;
+  }
+  int idle = static_cast<int>(std::max<long long>(1, hb_s));
+  int interval = static_cast<int>(std::max<long long>(1, (hb_s + 3) / 4));
+  set_keepalive(fd, idle, interval, 4, 0);
+}
+
+LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
+                                 std::shared_ptr<FailureState> state,
+                                 Millis heartbeat_timeout)
+    : rank_(rank),
+      heartbeat_(heartbeat_timeout),
+      state_(std::move(state)),
+      shared_(std::make_shared<Shared>()),
+      control_(std::move(control)) {
+  shared_->wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!shared_->wake.valid()) {
+    raise(ErrorKind::Io, "eventfd() failed",
+          {.rank = rank, .sys_errno = errno});
+  }
+  shared_->out.resize(control_.size());
+  shared_->open.resize(control_.size());
+  for (size_t p = 0; p < control_.size(); ++p) {
+    shared_->open[p] = control_[p].valid();
+  }
+  std::weak_ptr<Shared> weak = shared_;
+  FailureState* st = state_.get();
+  // A failure recorded before this point runs the hook right away (on_abort
+  // does), so the ABORT is queued and the thread sends it first thing.
+  state_->on_abort([weak, st, rank] {
+    auto s = weak.lock();
+    if (!s) {
+      return;
+    }
+    Origin o = t_relay ? *t_relay : origin_of(st->error(), rank);
+    std::string f = frame(kAbort, static_cast<uint8_t>(o.kind), o.root, o.text);
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (s->stopping) {
+        return;
+      }
+      s->enqueue_all(f, false);
+    }
+    s->wake_up();
+  });
+  thread_ = std::thread([this] { run(); });
+}
+
+LivenessMonitor::~LivenessMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->stopping = true;
+  }
+  shared_->wake_up();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void LivenessMonitor::run() {
+  const size_t n = control_.size();
+  const bool hb_on = heartbeat_.count() > 0;
+  const Millis period = std::max(Millis(1), heartbeat_ / 4);
+  auto now = Clock::now();
+  std::vector<Clock::time_point> last(n, now);
+  std::vector<char> goodbye(n, 0), reported(n, 0);
+  std::vector<std::string> in(n);
+  auto next_hb = now;
+
+  auto fail = [&](ErrorKind kind, const std::string& what, int err,
+                  const Origin* relay) {
+    t_relay = relay;
+    if (state_->fail(
+            make_error(kind, what, {.rank = rank_, .sys_errno = err}))) {
+      JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << what);
+    }
+    t_relay = nullptr;
+  };
+  auto close_peer = [&](size_t p) {
+    control_[p].reset();
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->open[p] = 0;
+    shared_->out[p].clear();
+  };
+  auto flush = [&] {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (size_t p = 0; p < n; ++p) {
+      auto& q = shared_->out[p];
+      while (!q.empty() && control_[p].valid()) {
+        ssize_t k = ::send(control_[p].get(), q.data(), q.size(),
+                           MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k > 0) {
+          q.erase(0, static_cast<size_t>(k));
+        } else if (k < 0 && errno == EINTR) {
+          continue;
+        } else {
+          // EAGAIN: retry on POLLOUT; a broken socket: the read side reports.
+          if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            q.clear();
+          }
+          break;
+        }
+      }
+    }
+  };
+  // Reads what peer p sent, handles complete frames, then EOF or an error.
+  auto service = [&](size_t p) {
+    char buf[4096];
+    int err = -1;  // -1: still open, 0: EOF, >0: errno
+    for (;;) {
+      ssize_t k = ::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (k > 0) {
+        in[p].append(buf, static_cast<size_t>(k));
+        last[p] = Clock::now();
+        continue;
+      }
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        break;
+      err = k == 0 ? 0 : errno;
+      break;
+    }
+    const std::string who = "rank " + std::to_string(p);
+    while (in[p].size() >= kCtlHeader) {
+      const std::string& s = in[p];
+      uint8_t type = static_cast<uint8_t>(s[0]);
+      uint8_t kind = static_cast<uint8_t>(s[1]);
+      uint32_t len = get_le(s, 8, 4);
+      if (get_le(s, 2, 2) != kCtlMagic || len > kMaxText || type < kHeartbeat ||
+          type > kAbort) {
+        fail(ErrorKind::Protocol,
+             who + " sent a malformed control frame (type " +
+                 std::to_string(type) + ", length " + std::to_string(len) + ")",
+             0, nullptr);
+        close_peer(p);
+        return;
+      }
+      if (s.size() < kCtlHeader + len)
+        break;
+      if (type == kGoodbye) {
+        goodbye[p] = 1;
+      } else if (type == kAbort) {
+        Origin o;
+        o.root = static_cast<int32_t>(get_le(s, 4, 4));
+        o.kind = kind <= static_cast<uint8_t>(ErrorKind::Internal)
+                     ? static_cast<ErrorKind>(kind)
+                     : ErrorKind::Internal;
+        o.text = s.substr(kCtlHeader, len);
+        std::string what =
+            "rank " + std::to_string(o.root) + " reported: " + o.text;
+        if (o.root != static_cast<int>(p)) {
+          what += " (relayed by " + who + ")";
+        }
+        fail(o.kind, what, 0, &o);
+      }
+      in[p].erase(0, kCtlHeader + len);
+    }
+    if (err >= 0) {
+      close_peer(p);
+      if (!goodbye[p]) {
+        fail(ErrorKind::PeerLost,
+             who + " died or closed its connection (no goodbye)", err, nullptr);
+      }
+    }
+  };
+
+  std::vector<pollfd> pfds;
+  std::vector<size_t> owner;
+  for (;;) {
+    now = Clock::now();
+    if (hb_on && now >= next_hb) {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->enqueue_all(frame(kHeartbeat, 0, rank_, {}), true);
+      next_hb = now + period;
+    }
+    flush();
+    int timeout_ms = -1;
+    if (hb_on) {
+      auto wake_at = next_hb;
+      for (size_t p = 0; p < n; ++p) {
+        if (control_[p].valid() && !goodbye[p] && !reported[p]) {
+          wake_at = std::min(wake_at, last[p] + heartbeat_);
+        }
+      }
+      timeout_ms = static_cast<int>(std::max<long long>(
+          0, std::chrono::ceil<Millis>(wake_at - now).count()));
+    }
+    pfds.assign(1, pollfd{shared_->wake.get(), POLLIN, 0});
+    owner.assign(1, n);
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      for (size_t p = 0; p < n; ++p) {
+        if (control_[p].valid()) {
+          short ev = POLLIN;
+          if (!shared_->out[p].empty())
+            ev |= POLLOUT;
+          pfds.push_back(pollfd{control_[p].get(), ev, 0});
+          owner.push_back(p);
+        }
+      }
+    }
+    int k = ::poll(pfds.data(), pfds.size(), timeout_ms);
+    if (k < 0 && errno != EINTR) {
+      fail(ErrorKind::Io, "liveness monitor: poll failed", errno, nullptr);
+      break;
+    }
+    if (k > 0 && (pfds[0].revents & POLLIN)) {
+      uint64_t v = 0;
+      [[maybe_unused]] auto r = ::read(shared_->wake.get(), &v, sizeof(v));
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      if (shared_->stopping)
+        break;
+    }
+    for (size_t i = 1; k > 0 && i < pfds.size(); ++i) {
+      if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        service(owner[i]);
+      }
+    }
+    // Silence is judged only after reading what arrived, so a rank that was
+    // itself stopped does not blame its peers when it resumes.
+    if (hb_on) {
+      now = Clock::now();
+      for (size_t p = 0; p < n; ++p) {
+        if (control_[p].valid() && !goodbye[p] && !reported[p] &&
+            now - last[p] > heartbeat_) {
+          reported[p] = 1;
+          fail(ErrorKind::PeerLost,
+               "no heartbeat from rank " + std::to_string(p) + " for " +
+                   format_duration(heartbeat_) + ": host unreachable?",
+               0, nullptr);
+        }
+      }
+    }
+  }
+
+  // Normal end: GOODBYE to every peer, best effort, never waiting.
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (size_t p = 0; p < n; ++p) {
+      if (control_[p].valid())
+        shared_->out[p] += frame(kGoodbye, 0, rank_, {});
+    }
+  }
+  flush();
+  for (size_t p = 0; p < n; ++p) {
+    if (!control_[p].valid())
+      continue;
+    ::shutdown(control_[p].get(), SHUT_WR);
+    // Drain unread bytes so close() sends FIN, not RST.
+    char buf[4096];
+    while (::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+    close_peer(p);
+  }
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,104 @@
+// Copyright 2026 the jaccl authors.
+// Connecting the TCP data plane: who dials whom, how many wires, the
+// concurrent acceptor, and the whole set-up from cards to Connections.
+//
+// Topology: every pair of ranks is connected. For size <= 16 each pair has
+// `wires` data connections; for size > 16 ring neighbours (rank +- 1 mod
+// size) have `wires` and every other pair 1. Every pair also has ONE control
+// connection, owned by the liveness monitor.
+//
+// Direction: for ranks i < j, i dials j if j listens, else j dials i if i
+// listens; if neither listens (both JACCL_LISTEN=0) set-up fails with a
+// ConfigError naming them. A rank with JACCL_LISTEN=0 opens no listening
+// socket at all.
+//
+// Each connection runs the jaccl handshake (common/handshake.h) with channel
+// Data (wire index) or Control and proves the job token. The accepting side
+// drops, with a reason, any connection that is not one it expects (garbage,
+// wrong token or job, a rank that should not dial it, a wire out of range or
+// already connected) without disturbing the set-up. Without a job token a
+// forged hello naming a real rank cannot be told apart: set JACCL_TOKEN on
+// networks you do not trust.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/side_channel.h"
+#include "common/handshake.h"
+#include "common/net.h"
+#include "jaccl/jaccl.h"
+#include "transport/connections.h"
+
+namespace jaccl::detail {
+
+// Data connections between distinct ranks a and b.
+int data_wires_between(int a, int b, int size, int wires);
+// Whether rank `from` dials rank `to` (listens[r]: rank r listens).
+bool dials(int from, int to, const std::vector<char>& listens);
+// ConfigError (reported by rank me) if some pair has no listener.
+void check_listen_pairs(const std::vector<char>& listens, int me);
+
+// Serves a listening socket on its own thread: accepts, runs the server
+// handshakes of all half-open connections at once (poll), validates them and
+// keeps the expected ones, until every expected connection is in.
+class TcpAcceptor {
+ public:
+  // expected_data[p] > 0: p dials us with that many data wires plus one
+  // control connection; 0: p must not dial us.
+  TcpAcceptor(int rank, int size, Fd listener, std::string token,
+              std::vector<int> expected_data, Deadline dl);
+  ~TcpAcceptor();  // stops and joins
+  TcpAcceptor(const TcpAcceptor&) = delete;
+  TcpAcceptor& operator=(const TcpAcceptor&) = delete;
+
+  // Blocks until complete, stopped or the deadline; true when complete.
+  bool wait();
+  void stop();
+  // After wait(): the accepted sockets (data[p][w], control[p]).
+  std::vector<std::vector<Fd>>& data() { return data_; }
+  std::vector<Fd>& control() { return control_; }
+  // Peers that still owe us a connection.
+  std::vector<int> missing() const;
+  // Connections dropped so far (strays), for tests and logs.
+  int rejected() const { return rejected_.load(); }
+
+ private:
+  void run();
+  std::string check(const Hello& h) const;
+
+  int rank_;
+  int size_;
+  Fd listener_;
+  std::string token_;
+  uint64_t job_;
+  std::vector<int> expected_;
+  Deadline dl_;
+  std::vector<std::vector<Fd>> data_;
+  std::vector<Fd> control_;
+  int owed_ = 0;
+  Fd stop_fd_;
+  std::atomic<bool> done_{false};
+  std::atomic<int> rejected_{0};
+  mutable std::mutex mu_;
+  std::thread thread_;
+};
+
+// Dials one connection to a peer that listens at addresses:port and runs
+// the client handshake; retries refused or failed attempts until dl or
+// *stop. Returns an invalid Fd on expiry; a rejection by the peer (token,
+// config) is thrown.
+Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
+             const Hello& hello, const std::string& token, const Deadline& dl,
+             const std::atomic<bool>& stop, int rank);
+
+// The whole TCP set-up: listen (unless JACCL_LISTEN=0), exchange cards,
+// connect every pair, barrier, start the liveness monitor (as keepalive),
+// leave barrier. Size 1: no sockets.
+Connections setup_tcp(const Config& cfg, SideChannel& sc);
+
+}  // namespace jaccl::detail

@@ -1,0 +1,749 @@
+// Copyright 2026 the jaccl authors.
+// The TCP data plane: cards, listen address, topology, the acceptor, the
+// liveness monitor (threads as ranks over an InProcessHub) and, with real
+// processes (tests/workers/transport_node), strays, JACCL_LISTEN=0, SIGKILL
+// and SIGSTOP. Deadlines only keep a broken build from hanging; nothing
+// asserts timings.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/in_process.h"
+#include "bootstrap/side_channel.h"
+#include "common/handshake.h"
+#include "common/net.h"
+#include "support/proc.h"
+#include "transport/interfaces.h"
+#include "transport/liveness.h"
+#include "transport/tcp_card.h"
+#include "transport/tcp_connect.h"
+
+namespace jaccl::test {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace jaccl::detail;
+
+// ---- threads as ranks -------------------------------------------------------
+
+struct RankOutcome {
+  Connections conns;
+  std::exception_ptr error;
+  std::string what;
+};
+
+// Runs setup_tcp on n threads; tweak(rank, cfg) adjusts each rank's config.
+template <class Tweak>
+std::vector<RankOutcome> setup_threads(int n, Tweak tweak) {
+  auto hub = InProcessHub::create(n, Millis(30000));
+  std::vector<RankOutcome> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Config cfg;
+      cfg.set_rank(r).set_size(n).set_timeout(Millis(30000));
+      tweak(r, cfg);
+      try {
+        SideChannel sc(r, n, 0, hub->for_rank(r), "in-process", Millis(30000),
+                       false);
+        out[static_cast<size_t>(r)].conns = setup_tcp(cfg, sc);
+      } catch (const std::exception& e) {
+        out[static_cast<size_t>(r)].error = std::current_exception();
+        out[static_cast<size_t>(r)].what = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return out;
+}
+
+// Sends (me, peer, wire) on every wire, then reads and checks what came in.
+void exchange_on_every_wire(std::vector<RankOutcome>& ranks) {
+  auto dl = Deadline::after(Millis(20000));
+  for (auto& r : ranks) {
+    for (int p = 0; p < r.conns.size; ++p) {
+      auto& ws = r.conns.wires[static_cast<size_t>(p)];
+      for (size_t w = 0; w < ws.size(); ++w) {
+        int32_t msg[3] = {r.conns.rank, p, static_cast<int32_t>(w)};
+        send_all(ws[w].get(), msg, sizeof(msg), dl, {});
+      }
+    }
+  }
+  for (auto& r : ranks) {
+    for (int p = 0; p < r.conns.size; ++p) {
+      auto& ws = r.conns.wires[static_cast<size_t>(p)];
+      for (size_t w = 0; w < ws.size(); ++w) {
+        int32_t msg[3] = {};
+        recv_all(ws[w].get(), msg, sizeof(msg), dl, {});
+        EXPECT_EQ(msg[0], p);
+        EXPECT_EQ(msg[1], r.conns.rank);
+        EXPECT_EQ(msg[2], static_cast<int>(w));
+      }
+    }
+  }
+}
+
+class TcpSetupSizes : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpSetupSizes, EveryExpectedWireExistsAndWorks) {
+  const int n = GetParam();
+  const int wires = 2;
+  // Every rank lives in this process: about 3 * n * n descriptors.
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_cur < static_cast<rlim_t>(3 * n * n + 512)) {
+    GTEST_SKIP() << "RLIMIT_NOFILE " << lim.rlim_cur << " too small for " << n
+                 << " ranks in one process";
+  }
+  auto ranks = setup_threads(n, [&](int, Config& c) { c.set_wires(wires); });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_FALSE(ranks[static_cast<size_t>(r)].error)
+        << "rank " << r << ": " << ranks[static_cast<size_t>(r)].what;
+    auto& c = ranks[static_cast<size_t>(r)].conns;
+    ASSERT_EQ(c.rank, r);
+    ASSERT_EQ(c.wires.size(), static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      size_t expect = p == r                                           ? 0
+                      : n <= 16                                        ? wires
+                      : ((r - p + n) % n == 1 || (p - r + n) % n == 1) ? wires
+                                                                       : 1;
+      ASSERT_EQ(c.wires[static_cast<size_t>(p)].size(), expect)
+          << "rank " << r << " peer " << p;
+      for (auto& fd : c.wires[static_cast<size_t>(p)]) {
+        EXPECT_TRUE(fd.valid());
+      }
+    }
+    EXPECT_EQ(static_cast<bool>(c.keepalive), n > 1);
+  }
+  exchange_on_every_wire(ranks);
+  for (auto& r : ranks) {
+    EXPECT_FALSE(r.conns.state->failed());
+  }
+  // Normal destruction: GOODBYEs, so nobody records a failure.
+  std::vector<std::shared_ptr<FailureState>> states;
+  for (auto& r : ranks) {
+    states.push_back(r.conns.state);
+  }
+  ranks.clear();
+  for (size_t r = 0; r < states.size(); ++r) {
+    EXPECT_FALSE(states[r]->failed()) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, TcpSetupSizes,
+                         ::testing::Values(1, 2, 3, 8, 20, 64));
+
+TEST(TcpSetup, OneRankWithoutListenerStillConnects) {
+  auto ranks = setup_threads(4, [](int r, Config& c) { c.set_listen(r != 2); });
+  for (auto& r : ranks) {
+    ASSERT_FALSE(r.error) << r.what;
+  }
+  exchange_on_every_wire(ranks);
+}
+
+TEST(TcpSetup, TwoRanksWithoutListenerIsAConfigErrorNamingBoth) {
+  auto ranks = setup_threads(
+      4, [](int r, Config& c) { c.set_listen(r != 1 && r != 3); });
+  for (auto& r : ranks) {
+    ASSERT_TRUE(r.error);
+    EXPECT_THROW(std::rethrow_exception(r.error), ConfigError);
+    EXPECT_NE(r.what.find("ranks 1 and 3 both have JACCL_LISTEN=0"),
+              std::string::npos)
+        << r.what;
+  }
+}
+
+TEST(TcpSetup, BadInterfaceIsAConfigErrorNamingIt) {
+  auto ranks =
+      setup_threads(2, [](int, Config& c) { c.set_interface("nosuchif9"); });
+  for (auto& r : ranks) {
+    ASSERT_TRUE(r.error);
+    EXPECT_THROW(std::rethrow_exception(r.error), ConfigError);
+    EXPECT_NE(r.what.find("nosuchif9"), std::string::npos) << r.what;
+  }
+}
+
+TEST(TcpSetup, TokenIsUsedOnEveryConnection) {
+  auto ranks = setup_threads(
+      3, [](int, Config& c) { c.set_token("s3cret").set_wires(1); });
+  for (auto& r : ranks) {
+    ASSERT_FALSE(r.error) << r.what;
+  }
+  exchange_on_every_wire(ranks);
+}
+
+// Through jaccl::init: the transport hands its links to the collectives.
+TEST(TcpSetup, InitBuildsAWorkingGroup) {
+  const int n = 3;
+  auto hub = InProcessHub::create(n, Millis(30000));
+  std::vector<std::string> errors(n);
+  std::vector<float> sums(n, 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Config cfg;
+        cfg.set_rank(r).set_size(n).set_transport("tcp").set_all_gather_factory(
+            hub->factory());
+        auto g = init(cfg, true);
+        float in = static_cast<float>(r + 1), out = 0;
+        g->all_sum(&in, &out, sizeof(float), Float32);
+        sums[static_cast<size_t>(r)] = out;
+        g->barrier();
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(sums[static_cast<size_t>(r)], 6.0f) << "rank " << r;
+  }
+}
+
+TEST(TcpSetup, ShmTransportIsNotBuiltYet) {
+  Config cfg;
+  cfg.set_rank(0).set_size(1).set_transport("shm").set_all_gather(
+      [](const char* src, char* dst, size_t n) { std::memcpy(dst, src, n); });
+  EXPECT_THROW(init(cfg, true), ConfigError);
+}
+
+// ---- listen address ---------------------------------------------------------
+
+TEST(ListenAddress, Rule) {
+  Config c;
+  c.set_rank(0).set_size(1);
+  EXPECT_EQ(choose_listen_address(c).host, "127.0.0.1");
+  c.set_interface("lo");
+  EXPECT_EQ(choose_listen_address(c).host, "127.0.0.1");
+  c.set_interface("127.0.0.5");
+  EXPECT_EQ(choose_listen_address(c).host, "127.0.0.5");
+  c.set_interface("");
+  c.set_coordinator("127.0.0.1:1234");
+  EXPECT_EQ(choose_listen_address(c).host, "127.0.0.1");
+  c.set_interface("nosuchif9");
+  try {
+    choose_listen_address(c);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("JACCL_IFNAME='nosuchif9'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- cards and topology
+// -------------------------------------------------------
+
+TEST(TcpCard, RoundTripAndValidation) {
+  TcpCard c = local_card(3, 2);
+  c.addresses = {"10.0.0.3"};
+  c.port = 41234;
+  TcpCard d = decode_card(encode_card(c), 3, 0);
+  EXPECT_EQ(d.addresses, c.addresses);
+  EXPECT_EQ(d.port, c.port);
+  EXPECT_EQ(d.wires, 2);
+  EXPECT_EQ(d.boot_id, c.boot_id);
+  EXPECT_EQ(d.ipc_ns, c.ipc_ns);
+  EXPECT_FALSE(d.boot_id.empty());
+  EXPECT_FALSE(d.ipc_ns.empty());
+  auto bad = [](std::string bytes, int from) {
+    try {
+      decode_card(bytes, from, 0);
+    } catch (const ProtocolError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(bad("garbage", 5).find("rank 5 published a malformed TCP card"),
+            std::string::npos);
+  EXPECT_NE(bad(encode_card(c), 4).find("claims to be rank 3"),
+            std::string::npos);
+  c.addresses = {"not-an-ip"};
+  EXPECT_NE(bad(encode_card(c), 3).find("not a numeric IP"), std::string::npos);
+}
+
+TEST(Topology, WiresAndDirection) {
+  EXPECT_EQ(data_wires_between(0, 1, 8, 3), 3);
+  EXPECT_EQ(data_wires_between(0, 5, 8, 3), 3);
+  EXPECT_EQ(data_wires_between(0, 1, 20, 3), 3);
+  EXPECT_EQ(data_wires_between(0, 19, 20, 3), 3);
+  EXPECT_EQ(data_wires_between(0, 5, 20, 3), 1);
+  EXPECT_EQ(data_wires_between(4, 4, 20, 3), 0);
+  std::vector<char> all{1, 1, 1};
+  EXPECT_TRUE(dials(0, 2, all));
+  EXPECT_FALSE(dials(2, 0, all));
+  std::vector<char> two_silent{1, 1, 0};
+  EXPECT_TRUE(dials(2, 0, two_silent));
+  EXPECT_FALSE(dials(0, 2, two_silent));
+  EXPECT_NO_THROW(check_listen_pairs(two_silent, 0));
+  EXPECT_THROW(check_listen_pairs({0, 1, 0}, 0), ConfigError);
+}
+
+// ---- the acceptor: strays and duplicates
+// -------------------------------------
+
+TEST(TcpAcceptor, DropsStraysAndDuplicatesAndStillCompletes) {
+  const std::string token = "tok";
+  Fd listener = listen_tcp(resolve(HostPort{"127.0.0.1", 0}), 64);
+  uint16_t port = port_of(local_address(listener.get()));
+  // Rank 2 of 3 expects 2 data wires + control from rank 0, 1 + control
+  // from rank 1.
+  TcpAcceptor acc(2, 3, std::move(listener), token, {2, 1, 0},
+                  Deadline::after(Millis(20000)));
+  std::atomic<bool> stop{false};
+  auto dl = Deadline::after(Millis(10000));
+  uint64_t job = token_fingerprint(token);
+  auto hello = [&](Channel ch, int rank, int wire, int size = 3) {
+    return Hello{ch, rank, size, wire, job, random_nonce()};
+  };
+  auto dial = [&](const Hello& h, const std::string& tok) {
+    return dial_peer({"127.0.0.1"}, port, h, tok, dl, stop, -1);
+  };
+  auto rejected_with = [&](const Hello& h, const std::string& tok) {
+    try {
+      Fd fd = dial(h, tok);
+      return std::string("accepted");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  // Garbage, and a connection that says nothing.
+  int err = 0;
+  Fd junk = try_connect(resolve(HostPort{"127.0.0.1", port}), dl, &err);
+  ASSERT_TRUE(junk.valid());
+  const char http[] = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_GT(::send(junk.get(), http, sizeof(http), MSG_NOSIGNAL), 0);
+  Fd silent = try_connect(resolve(HostPort{"127.0.0.1", port}), dl, &err);
+  ASSERT_TRUE(silent.valid());
+
+  Fd w00 = dial(hello(Channel::Data, 0, 0), token);
+  ASSERT_TRUE(w00.valid());
+  EXPECT_NE(rejected_with(hello(Channel::Data, 0, 0), token)
+                .find("duplicate wire 0 from rank 0"),
+            std::string::npos);
+  EXPECT_NE(
+      rejected_with(hello(Channel::Data, 1, 1), token).find("out of range"),
+      std::string::npos);
+  EXPECT_NE(rejected_with(hello(Channel::Data, 7, 0), token)
+                .find("rank 7 is not a peer"),
+            std::string::npos);
+  EXPECT_NE(rejected_with(hello(Channel::Data, 2, 0), token)
+                .find("rank 2 is not a peer"),
+            std::string::npos);
+  EXPECT_NE(
+      rejected_with(hello(Channel::Data, 0, 1, 4), token).find("group size 4"),
+      std::string::npos);
+  EXPECT_NE(rejected_with(hello(Channel::Data, 0, 1), "wrong").find("token"),
+            std::string::npos);
+  EXPECT_NE(rejected_with(hello(Channel::Coordinator, 0, 0), token)
+                .find("coordinator connection"),
+            std::string::npos);
+
+  std::vector<Fd> rest;
+  rest.push_back(dial(hello(Channel::Data, 0, 1), token));
+  rest.push_back(dial(hello(Channel::Control, 0, 0), token));
+  rest.push_back(dial(hello(Channel::Data, 1, 0), token));
+  EXPECT_NE(rejected_with(hello(Channel::Control, 0, 0), token)
+                .find("duplicate control"),
+            std::string::npos);
+  rest.push_back(dial(hello(Channel::Control, 1, 0), token));
+  for (auto& fd : rest) {
+    EXPECT_TRUE(fd.valid());
+  }
+  EXPECT_TRUE(acc.wait());
+  EXPECT_TRUE(acc.missing().empty());
+  EXPECT_GE(acc.rejected(), 8);
+  EXPECT_TRUE(acc.data()[0][0].valid());
+  EXPECT_TRUE(acc.data()[0][1].valid());
+  EXPECT_TRUE(acc.data()[1][0].valid());
+  EXPECT_TRUE(acc.control()[0].valid());
+  EXPECT_TRUE(acc.control()[1].valid());
+}
+
+TEST(TcpSetup, TimeoutNamesTheMissingRanks) {
+  // Rank 1's listener accepts nothing: a rank that is in the card exchange
+  // but never serves. Simulated with an acceptor that expects nobody.
+  Fd listener = listen_tcp(resolve(HostPort{"127.0.0.1", 0}), 64);
+  TcpAcceptor acc(0, 3, std::move(listener), "", {0, 1, 1},
+                  Deadline::after(Millis(300)));
+  EXPECT_FALSE(acc.wait());
+  EXPECT_EQ(acc.missing(), (std::vector<int>{1, 2}));
+}
+
+// Rank 0 sets up for real; rank 1 only publishes a card (listening on a
+// socket nobody serves, or not listening) and never connects.
+std::string setup_against_mute_peer(bool peer_listens) {
+  auto hub = InProcessHub::create(2, Millis(30000));
+  Fd mute = listen_tcp(resolve(HostPort{"127.0.0.1", 0}), 64);
+  std::string what = "no error";
+  std::thread peer([&] {
+    SideChannel sc(1, 2, 0, hub->for_rank(1), "in-process", Millis(30000),
+                   false);
+    TcpCard card = local_card(1, 2);
+    if (peer_listens) {
+      card.addresses = {"127.0.0.1"};
+      card.port = port_of(local_address(mute.get()));
+    }
+    sc.all_gather_bytes(encode_card(card));
+  });
+  try {
+    Config cfg;
+    cfg.set_rank(0).set_size(2).set_timeout(Millis(1000));
+    SideChannel sc(0, 2, 0, hub->for_rank(0), "in-process", Millis(30000),
+                   false);
+    auto conns = setup_tcp(cfg, sc);
+  } catch (const TimeoutError& e) {
+    what = e.what();
+  } catch (const std::exception& e) {
+    what = std::string("wrong error: ") + e.what();
+  }
+  peer.join();
+  return what;
+}
+
+TEST(TcpSetup, TimeoutNamesTheRankWeCannotReach) {
+  std::string what = setup_against_mute_peer(true);
+  EXPECT_NE(what.find("could not connect to rank 1"), std::string::npos)
+      << what;
+}
+
+TEST(TcpSetup, TimeoutNamesTheRankThatNeverDialed) {
+  std::string what = setup_against_mute_peer(false);
+  EXPECT_NE(what.find("no connection arrived from rank 1"), std::string::npos)
+      << what;
+}
+
+// ---- liveness monitor over socketpairs
+// ----------------------------------------
+
+struct Mesh {
+  std::vector<std::shared_ptr<FailureState>> states;
+  std::vector<std::unique_ptr<LivenessMonitor>> monitors;
+};
+
+// n monitors, every pair joined by a socketpair. raw[r][p]: sockets kept by
+// the test instead of a monitor for ranks listed in `manual`.
+Mesh make_mesh(int n, Millis hb, std::set<int> manual,
+               std::vector<std::vector<Fd>>* raw) {
+  std::vector<std::vector<Fd>> ctl(static_cast<size_t>(n));
+  for (auto& v : ctl) {
+    v.resize(static_cast<size_t>(n));
+  }
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      int sv[2];
+      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+      set_nonblocking(sv[0]);
+      set_nonblocking(sv[1]);
+      ctl[static_cast<size_t>(a)][static_cast<size_t>(b)] = Fd(sv[0]);
+      ctl[static_cast<size_t>(b)][static_cast<size_t>(a)] = Fd(sv[1]);
+    }
+  }
+  Mesh m;
+  if (raw) {
+    raw->resize(static_cast<size_t>(n));
+  }
+  for (int r = 0; r < n; ++r) {
+    m.states.push_back(std::make_shared<FailureState>());
+    if (manual.count(r)) {
+      (*raw)[static_cast<size_t>(r)] = std::move(ctl[static_cast<size_t>(r)]);
+      m.monitors.push_back(nullptr);
+    } else {
+      m.monitors.push_back(std::make_unique<LivenessMonitor>(
+          r, std::move(ctl[static_cast<size_t>(r)]), m.states.back(), hb));
+    }
+  }
+  return m;
+}
+
+std::string wait_failure(FailureState& st, Millis limit = Millis(20000)) {
+  auto until = Clock::now() + limit;
+  while (!st.failed() && Clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  if (!st.failed()) {
+    return "no failure";
+  }
+  try {
+    st.throw_if_failed();
+  } catch (const Error& e) {
+    return std::string(to_string(e.kind())) + ": " + e.what();
+  }
+  return "not a jaccl::Error";
+}
+
+TEST(Liveness, AbortReachesEveryPeerWithTheRootCause) {
+  auto m = make_mesh(3, Millis(10000), {}, nullptr);
+  try {
+    raise(ErrorKind::Protocol, "checksum mismatch", {.rank = 1});
+  } catch (...) {
+    m.states[1]->fail(std::current_exception());
+  }
+  for (int r : {0, 2}) {
+    std::string got = wait_failure(*m.states[static_cast<size_t>(r)]);
+    EXPECT_NE(got.find("Protocol: "), std::string::npos) << got;
+    EXPECT_NE(got.find("rank 1 reported: checksum mismatch"), std::string::npos)
+        << got;
+  }
+}
+
+TEST(Liveness, GoodbyeIsNotAFailure) {
+  auto m = make_mesh(3, Millis(10000), {}, nullptr);
+  m.monitors[1].reset();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(m.states[0]->failed());
+  EXPECT_FALSE(m.states[2]->failed());
+}
+
+TEST(Liveness, CloseWithoutGoodbyeIsPeerLost) {
+  std::vector<std::vector<Fd>> raw;
+  auto m = make_mesh(3, Millis(10000), {2}, &raw);
+  raw[2].clear();  // rank 2 "dies": its sockets close, no GOODBYE
+  for (int r : {0, 1}) {
+    std::string got = wait_failure(*m.states[static_cast<size_t>(r)]);
+    EXPECT_NE(got.find("PeerLost: "), std::string::npos) << got;
+    EXPECT_NE(got.find("rank 2"), std::string::npos) << got;
+  }
+}
+
+TEST(Liveness, SilentPeerIsPeerLost) {
+  std::vector<std::vector<Fd>> raw;
+  auto m = make_mesh(2, Millis(400), {1}, &raw);  // rank 1 never speaks
+  std::string got = wait_failure(*m.states[0]);
+  EXPECT_NE(got.find("no heartbeat from rank 1 for 400 ms"), std::string::npos)
+      << got;
+}
+
+TEST(Liveness, MalformedFrameIsAProtocolError) {
+  std::vector<std::vector<Fd>> raw;
+  auto m = make_mesh(2, Millis(0), {1}, &raw);
+  const char junk[16] = "not a frame....";
+  ASSERT_EQ(::send(raw[1][0].get(), junk, sizeof(junk), MSG_NOSIGNAL),
+            static_cast<ssize_t>(sizeof(junk)));
+  std::string got = wait_failure(*m.states[0]);
+  EXPECT_NE(got.find("Protocol: "), std::string::npos) << got;
+  EXPECT_NE(got.find("rank 1 sent a malformed control frame"),
+            std::string::npos)
+      << got;
+}
+
+// ---- real processes
+// -------------------------------------------------------------
+
+class ProcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("jaccl_tcp_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ / "sc");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  Job start(int n, std::vector<std::string> args,
+            std::function<void(int, std::map<std::string, std::string>&)>
+                extra = nullptr) {
+    return Job::start(worker_path("transport_node"), args, n, [=, this](int r) {
+      std::map<std::string, std::string> env{
+          {"JACCL_RANK", std::to_string(r)},
+          {"JACCL_SIZE", std::to_string(n)},
+          {"JACCL_TIMEOUT", "30"},
+          {"TEST_SC_DIR", (dir_ / "sc").string()},
+          {"JACCL_COORDINATOR", kUnsetEnv},
+          {"JACCL_IFNAME", kUnsetEnv},
+          {"JACCL_LISTEN", kUnsetEnv},
+      };
+      if (extra) {
+        extra(r, env);
+      }
+      return env;
+    });
+  }
+  std::string hold_file() const { return (dir_ / "go").string(); }
+  void release() const { std::ofstream(hold_file()) << "go"; }
+
+  std::filesystem::path dir_;
+};
+
+// LISTEN sockets owned by pid (its /proc/<pid>/fd against /proc/net/tcp*).
+int listen_sockets_of(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code ec2;
+    auto t = std::filesystem::read_symlink(e.path(), ec2).string();
+    if (!ec2 && t.rfind("socket:[", 0) == 0) {
+      inodes.insert(t.substr(8, t.size() - 9));
+    }
+  }
+  int count = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string sl, local, remote, st, q, tr, retr, uid, to, inode;
+      in >> sl >> local >> remote >> st >> q >> tr >> retr >> uid >> to >>
+          inode;
+      count += st == "0A" && inodes.count(inode) ? 1 : 0;
+    }
+  }
+  return count;
+}
+
+TEST_F(ProcTest, ListenZeroRankOpensNoPortAndSetupWorks) {
+  auto job = start(3, {"check"}, [&](int r, auto& env) {
+    if (r == 1)
+      env["JACCL_LISTEN"] = "0";
+    if (r == 0)
+      env["TEST_HOLD_FILE"] = hold_file();
+    env["JACCL_LOG"] = "info";
+  });
+  // While rank 0 is held, ranks 1 and 2 sit in the card exchange with their
+  // listeners (if any) open.
+  ASSERT_TRUE(job.wait_for_output(1, "not listening", 20s)) << job.output(1);
+  ASSERT_TRUE(job.wait_for_output(2, "listening on", 20s)) << job.output(2);
+  EXPECT_EQ(listen_sockets_of(job.pid(1)), 0);
+  EXPECT_EQ(listen_sockets_of(job.pid(2)), 1);  // the method sees listeners
+  release();
+  auto res = job.wait(60s);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(res[static_cast<size_t>(r)].exited_ok())
+        << "rank " << r << ": " << res[static_cast<size_t>(r)].describe()
+        << "\n"
+        << res[static_cast<size_t>(r)].output;
+    // After set-up nobody keeps a port open.
+    EXPECT_NE(res[static_cast<size_t>(r)].output.find("LISTEN_SOCKETS 0"),
+              std::string::npos);
+    EXPECT_NE(res[static_cast<size_t>(r)].output.find("OK"), std::string::npos);
+  }
+}
+
+TEST_F(ProcTest, StrayConnectionsDoNotDisturbSetup) {
+  auto job = start(3, {"check"}, [&](int r, auto& env) {
+    env["JACCL_TOKEN"] = "secret";
+    env["JACCL_LOG"] = "info";
+    if (r == 0)
+      env["TEST_HOLD_FILE"] = hold_file();
+  });
+  // Rank 2 is dialed by everyone; learn its port from its log line.
+  ASSERT_TRUE(job.wait_for_output(2, "listening on", 20s)) << job.output(2);
+  std::smatch m;
+  std::string out = job.output(2);
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex("listening on ([0-9.]+):(\\d+)")))
+      << out;
+  SockAddr addr =
+      resolve(HostPort{m[1], static_cast<uint16_t>(std::stoi(m[2]))});
+
+  auto dl = Deadline::after(Millis(20000));
+  int err = 0;
+  Fd garbage = try_connect(addr, dl, &err);
+  ASSERT_TRUE(garbage.valid());
+  const char http[] = "GET / HTTP/1.0\r\n\r\n";
+  ::send(garbage.get(), http, sizeof(http), MSG_NOSIGNAL);
+  Fd silent = try_connect(addr, dl, &err);  // says nothing, stays open
+  ASSERT_TRUE(silent.valid());
+  uint64_t job_fp = token_fingerprint("secret");
+  std::vector<std::string> client_errors(3);
+  std::vector<std::thread> strays;
+  std::vector<std::pair<Hello, std::string>> tries = {
+      {Hello{Channel::Data, 0, 3, 0, job_fp, random_nonce()}, "wrong"},
+      {Hello{Channel::Data, 7, 3, 0, job_fp, random_nonce()}, "secret"},
+      {Hello{Channel::Data, 2, 3, 0, job_fp, random_nonce()}, "secret"},
+  };
+  for (size_t i = 0; i < tries.size(); ++i) {
+    strays.emplace_back([&, i] {
+      Fd fd = try_connect(addr, dl, &err);
+      try {
+        client_handshake(fd.get(), tries[i].first, tries[i].second, dl, {});
+        client_errors[i] = "accepted";
+      } catch (const Error& e) {
+        client_errors[i] = e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(200ms);  // let the strays queue up first
+  release();
+  for (auto& t : strays) {
+    t.join();
+  }
+  auto res = job.wait(60s);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(res[static_cast<size_t>(r)].exited_ok())
+        << "rank " << r << ": " << res[static_cast<size_t>(r)].describe()
+        << "\n"
+        << res[static_cast<size_t>(r)].output;
+  }
+  EXPECT_NE(client_errors[0].find("token"), std::string::npos)
+      << client_errors[0];
+  EXPECT_NE(client_errors[1].find("rank 7 is not a peer"), std::string::npos)
+      << client_errors[1];
+  EXPECT_NE(client_errors[2].find("rank 2 is not a peer"), std::string::npos)
+      << client_errors[2];
+  EXPECT_NE(res[2].output.find("dropped a connection"), std::string::npos);
+}
+
+TEST_F(ProcTest, SigkillOfARankIsPeerLostNamingIt) {
+  auto job = start(3, {"hold", "60"});
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job.wait_for_output(r, "CONNECTED", 30s))
+        << "rank " << r << ": " << job.output(r);
+  }
+  job.kill(1, SIGKILL);
+  for (int r : {0, 2}) {
+    auto res = job.wait_one(r, 30s);
+    EXPECT_EQ(res.exit_code, 3) << res.describe() << "\n" << res.output;
+    EXPECT_NE(res.output.find("FAILED PeerLost"), std::string::npos)
+        << res.output;
+    EXPECT_NE(res.output.find("rank 1"), std::string::npos) << res.output;
+  }
+}
+
+TEST_F(ProcTest, StoppedRankMissesHeartbeats) {
+  auto job = start(3, {"hold", "60"}, [](int, auto& env) {
+    env["JACCL_HEARTBEAT_TIMEOUT"] = "2";
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job.wait_for_output(r, "CONNECTED", 30s))
+        << "rank " << r << ": " << job.output(r);
+  }
+  job.kill(2, SIGSTOP);
+  for (int r : {0, 1}) {
+    auto res = job.wait_one(r, 30s);
+    EXPECT_EQ(res.exit_code, 3) << res.describe() << "\n" << res.output;
+    EXPECT_NE(res.output.find("FAILED PeerLost"), std::string::npos)
+        << res.output;
+    EXPECT_NE(res.output.find("no heartbeat from rank 2"), std::string::npos)
+        << res.output;
+  }
+  job.kill(2, SIGKILL);
+  job.kill(2, SIGCONT);
+}
+
+}  // namespace
+}  // namespace jaccl::test
