@@ -1,0 +1,131 @@
+// Copyright 2026 the jaccl authors.
+// Shared pieces of the Python module `jaccl`: exception types, the group
+// wrapper, the bridge that runs a Python all-gather for the C++ side channel.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jaccl/jaccl.h"
+
+namespace jaccl::python {
+
+namespace py = pybind11;
+
+// ---- exceptions (jaccl_module.cpp) ---------------------------------------
+
+// The Python class for an error kind (jaccl.Error for unknown kinds).
+PyObject* exception_type(ErrorKind kind);
+// Sets the Python error indicator from a jaccl::Error.
+void set_python_error(const Error& e);
+// Builds (without raising) an instance of the exception class for kind.
+py::object make_exception(ErrorKind kind, const std::string& message);
+
+// ---- groups (jaccl_module.cpp) -------------------------------------------
+
+// What a Python `jaccl.Group` holds. Collectives on one group are serialized
+// (the C++ groups expect one caller at a time); close() drops the C++ group
+// (at interpreter exit), after which every call raises jaccl.UsageError.
+class GroupHandle {
+ public:
+  explicit GroupHandle(std::shared_ptr<Group> g);
+  ~GroupHandle();
+
+  // Runs fn(group) with the GIL released and the group's lock held, then
+  // raises KeyboardInterrupt etc. if a signal arrived meanwhile.
+  void run(const std::function<void(Group&)>& fn);
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::string backend_name() const { return backend_; }
+  bool closed() const { return closed_; }
+  // Drops the C++ group (GIL released by the caller). A group busy in a
+  // collective on another thread for more than `wait` is left alone (the
+  // process is exiting anyway).
+  void close(std::chrono::milliseconds wait);
+
+ private:
+  std::timed_mutex mu_;
+  std::atomic<bool> closed_{false};
+  std::shared_ptr<Group> group_;
+  int rank_;
+  int size_;
+  std::string backend_;
+};
+
+// The world group (None if not initialized).
+std::shared_ptr<GroupHandle> world_group();
+// `group` argument of a collective: None -> the world group (or UsageError).
+std::shared_ptr<GroupHandle> resolve_group(const py::object& group);
+
+// ---- collectives (py_collectives.cpp) ------------------------------------
+
+void bind_collectives(py::module_& m);
+
+// ---- factory bridge (py_bridge.cpp) ---------------------------------------
+
+// Runs the Python all-gather factory and the function it returns for the C++
+// side channel. jaccl::init runs on a C++ thread; the Python calls run on a
+// Python daemon thread ("jaccl-side-channel") that serves the bridge, so
+//  - no Python code ever runs on a C++-created thread (at interpreter exit
+//    such a thread would be torn down inside C++ frames),
+//  - init can fail with jaccl's TimeoutError even while a user function is
+//    stuck, and the Python objects are released on a Python thread.
+// The bridge serves during init only: jaccl uses the side channel to set up
+// the group and never afterwards.
+class Bridge : public std::enable_shared_from_this<Bridge> {
+ public:
+  Bridge() = default;
+  ~Bridge();
+
+  // The C++ factory to put in the Config; it forwards to the serving thread.
+  AllGatherFactory cpp_factory();
+
+  // Body of the serving thread (called from Python with the GIL held): calls
+  // factory(rank, size) and then the function it returned, until close().
+  void serve(py::object factory);
+
+  // No more calls are served; callers waiting for one get an error.
+  void close();
+
+  // The Python exception raised by the user's code (or by our checks of its
+  // result), if any, taken out of the bridge (GIL held).
+  py::object take_python_error();
+
+ private:
+  // One call for the serving thread. It owns its buffers, so a caller that
+  // gives up (closed bridge) never leaves the server writing into its memory.
+  struct Job {
+    bool is_factory = false;  // factory(rank, size), else fn(in, n)
+    int rank = 0, size = 0;
+    size_t n = 0;
+    std::vector<char> in, out;
+    bool done = false;
+    std::string error;  // non-empty: the call failed
+  };
+  // Queues job and waits for it; throws std::runtime_error if it failed.
+  void submit(const std::shared_ptr<Job>& job);
+  // With the GIL: runs one job, stashing a Python exception in pending_.
+  void run_job(Job& job, py::object& factory, py::object& fn);
+  void fail(Job& job, ErrorKind kind, PyObject* type,
+            const std::string& message);
+  void stash(PyObject* exc);  // steals exc
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool closed_ = false;
+  int rank_ = -1, size_ = 0;
+  PyObject* pending_ = nullptr;  // strong reference, taken with the GIL
+};
+
+}  // namespace jaccl::python

@@ -1,0 +1,368 @@
+// Copyright 2026 the jaccl authors.
+// The collectives of the Python module, mirroring mlx.core.distributed: any
+// buffer in, a new numpy array of the input's dtype and shape out.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <vector>
+
+#include "jaccl_py.h"
+
+namespace jaccl::python {
+
+namespace {
+
+// numpy flag bits (numpy/ndarraytypes.h).
+constexpr int kCContiguous = 0x0001;
+constexpr int kAligned = 0x0100;
+
+[[noreturn]] void usage(const std::string& what) {
+  throw UsageError("[jaccl] " + what);
+}
+
+// Leaked on purpose: a static py::object would be released after the
+// interpreter is gone.
+py::module_& numpy() {
+  static auto* np = new py::module_(py::module_::import("numpy"));
+  return *np;
+}
+
+// An input as a C-contiguous, aligned, native-order numpy array: numpy
+// arrays as they are (copied if strided or unaligned), other buffers
+// (bytes, bytearray, memoryview, array.array ...) through memoryview.
+py::array as_array(const py::handle& x, const char* fn) {
+  py::object arr;
+  if (py::isinstance<py::array>(x)) {
+    arr = py::reinterpret_borrow<py::object>(x);
+  } else if (PyObject_CheckBuffer(x.ptr())) {
+    arr = numpy().attr("asarray")(
+        py::reinterpret_steal<py::object>(PyMemoryView_FromObject(x.ptr())));
+  } else if (py::isinstance(x, numpy().attr("generic"))) {
+    arr = numpy().attr("asarray")(x);  // numpy scalar
+  } else {
+    throw py::type_error(
+        std::string("jaccl.") + fn +
+        ": expected an object with the buffer protocol (numpy array, bytes, "
+        "memoryview ...), got " +
+        Py_TYPE(x.ptr())->tp_name);
+  }
+  py::array a = py::reinterpret_borrow<py::array>(arr);
+  if ((a.flags() & (kCContiguous | kAligned)) != (kCContiguous | kAligned)) {
+    a = py::reinterpret_borrow<py::array>(numpy().attr("array")(
+        a, py::arg("order") = "C", py::arg("copy") = true));
+  }
+  return a;
+}
+
+std::string dtype_str(const py::dtype& dt) {
+  return py::str(static_cast<const py::handle&>(dt)).cast<std::string>();
+}
+
+// The jaccl dtype of a numpy dtype, or TypeError naming it. "bfloat16" as
+// override (or ml_dtypes' bfloat16) reinterprets 2-byte data as bfloat16.
+int jaccl_dtype(const py::dtype& dt, const py::object& override_,
+                const char* fn) {
+  std::string name = py::str(dt.attr("name")).cast<std::string>();
+  std::string order = py::str(dt.attr("byteorder")).cast<std::string>();
+  if (!override_.is_none()) {
+    std::string want = py::str(override_).cast<std::string>();
+    if (want != "bfloat16") {
+      throw py::value_error(std::string("jaccl.") + fn +
+                            ": dtype= accepts only 'bfloat16' (to treat "
+                            "uint16 data as bfloat16), got '" +
+                            want + "'");
+    }
+    if (dt.itemsize() != 2 || (dt.kind() != 'u' && name != "bfloat16")) {
+      throw py::type_error(std::string("jaccl.") + fn +
+                           ": dtype='bfloat16' needs uint16 data (the raw "
+                           "bfloat16 bits), got " +
+                           dtype_str(dt));
+    }
+    return BFloat16;
+  }
+  if (order == ">" || (order == "<" && !PY_LITTLE_ENDIAN)) {
+    throw py::type_error(std::string("jaccl.") + fn +
+                         ": non-native byte order is not supported (dtype " +
+                         dtype_str(dt) + "); use arr.astype(arr.dtype." +
+                         "newbyteorder('='))");
+  }
+  if (name == "bfloat16" && dt.itemsize() == 2) {
+    return BFloat16;
+  }
+  switch (dt.kind()) {
+    case 'b':
+      if (dt.itemsize() == 1)
+        return Bool;
+      break;
+    case 'i':
+      switch (dt.itemsize()) {
+        case 1:
+          return Int8;
+        case 2:
+          return Int16;
+        case 4:
+          return Int32;
+        case 8:
+          return Int64;
+      }
+      break;
+    case 'u':
+      switch (dt.itemsize()) {
+        case 1:
+          return UInt8;
+        case 2:
+          return UInt16;
+        case 4:
+          return UInt32;
+        case 8:
+          return UInt64;
+      }
+      break;
+    case 'f':
+      switch (dt.itemsize()) {
+        case 2:
+          return Float16;
+        case 4:
+          return Float32;
+        case 8:
+          return Float64;
+      }
+      break;
+    case 'c':
+      if (dt.itemsize() == 8)
+        return Complex64;
+      break;
+  }
+  throw py::type_error(
+      std::string("jaccl.") + fn + ": unsupported dtype " + dtype_str(dt) +
+      " (supported: bool, int8-64, uint8-64, float16, float32, float64, "
+      "complex64, and bfloat16 as uint16 with dtype='bfloat16')");
+}
+
+std::vector<py::ssize_t> shape_of(const py::array& a) {
+  return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
+}
+
+size_t nbytes(const py::array& a) {
+  return static_cast<size_t>(a.nbytes());
+}
+
+void check_peer(const GroupHandle& g, int peer, const char* fn,
+                const char* role, bool allow_self) {
+  if (peer < 0 || peer >= g.size()) {
+    usage(std::string(fn) + ": " + role + "=" + std::to_string(peer) +
+          " is not a rank of this group (size " + std::to_string(g.size()) +
+          ")");
+  }
+  if (!allow_self && peer == g.rank()) {
+    usage(std::string(fn) + ": " + role + "=" + std::to_string(peer) +
+          " is this rank itself");
+  }
+}
+
+enum class Op { Sum, Max, Min };
+
+py::array reduce(Op op, const py::object& x, const py::object& group,
+                 const py::object& dtype, const char* fn) {
+  auto g = resolve_group(group);
+  py::array in = as_array(x, fn);
+  int dt = jaccl_dtype(in.dtype(), dtype, fn);
+  py::array out(in.dtype(), shape_of(in));
+  size_t n = nbytes(in);
+  if (n == 0) {
+    return out;
+  }
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) {
+    switch (op) {
+      case Op::Sum:
+        grp.all_sum(src, dst, n, dt);
+        break;
+      case Op::Max:
+        grp.all_max(src, dst, n, dt);
+        break;
+      case Op::Min:
+        grp.all_min(src, dst, n, dt);
+        break;
+    }
+  });
+  return out;
+}
+
+py::array all_gather(const py::object& x, const py::object& group) {
+  auto g = resolve_group(group);
+  py::array in = as_array(x, "all_gather");
+  jaccl_dtype(in.dtype(), py::none(), "all_gather");
+  auto shape = shape_of(in);
+  if (shape.empty()) {
+    shape.push_back(g->size());
+  } else {
+    shape[0] *= g->size();
+  }
+  py::array out(in.dtype(), shape);
+  size_t n = nbytes(in);
+  if (n == 0) {
+    return out;
+  }
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) { grp.all_gather(src, dst, n); });
+  return out;
+}
+
+py::array sum_scatter(const py::object& x, const py::object& group,
+                      const py::object& dtype) {
+  auto g = resolve_group(group);
+  py::array in = as_array(x, "sum_scatter");
+  int dt = jaccl_dtype(in.dtype(), dtype, "sum_scatter");
+  auto shape = shape_of(in);
+  if (shape.empty() || shape[0] % g->size() != 0) {
+    usage("sum_scatter: the input's first axis (" +
+          (shape.empty() ? std::string("none: a 0-d array")
+                         : std::to_string(shape[0])) +
+          ") must be divisible by the group size " + std::to_string(g->size()));
+  }
+  shape[0] /= g->size();
+  py::array out(in.dtype(), shape);
+  size_t n = nbytes(out);
+  if (n == 0) {
+    return out;
+  }
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) { grp.sum_scatter(src, dst, n, dt); });
+  return out;
+}
+
+py::array send(const py::object& x, int dst_rank, const py::object& group) {
+  auto g = resolve_group(group);
+  check_peer(*g, dst_rank, "send", "dst", false);
+  py::array in = as_array(x, "send");
+  jaccl_dtype(in.dtype(), py::none(), "send");
+  size_t n = nbytes(in);
+  if (n > 0) {
+    const void* src = in.data();
+    g->run([&](Group& grp) { grp.send(src, n, dst_rank); });
+  }
+  return in;
+}
+
+py::dtype recv_dtype(const py::object& dtype) {
+  if (py::isinstance<py::str>(dtype) &&
+      dtype.cast<std::string>() == "bfloat16") {
+    return py::dtype("uint16");  // the raw bits
+  }
+  return py::dtype::from_args(dtype);
+}
+
+py::array recv_impl(std::vector<py::ssize_t> shape, const py::dtype& dt,
+                    int src_rank, const py::object& group, const char* fn) {
+  auto g = resolve_group(group);
+  check_peer(*g, src_rank, fn, "src", false);
+  jaccl_dtype(dt, py::none(), fn);
+  py::array out(dt, shape);
+  size_t n = nbytes(out);
+  if (n > 0) {
+    void* dst = out.mutable_data();
+    g->run([&](Group& grp) { grp.recv(dst, n, src_rank); });
+  }
+  return out;
+}
+
+py::array recv(const py::object& shape, const py::object& dtype, int src,
+               const py::object& group) {
+  std::vector<py::ssize_t> dims;
+  if (py::isinstance<py::int_>(shape)) {
+    dims.push_back(shape.cast<py::ssize_t>());
+  } else {
+    dims = shape.cast<std::vector<py::ssize_t>>();
+  }
+  for (auto d : dims) {
+    if (d < 0) {
+      usage("recv: negative dimension in shape");
+    }
+  }
+  return recv_impl(dims, recv_dtype(dtype), src, group, "recv");
+}
+
+py::array recv_like(const py::object& x, int src, const py::object& group) {
+  py::array like = as_array(x, "recv_like");
+  return recv_impl(shape_of(like), like.dtype(), src, group, "recv_like");
+}
+
+void barrier(const py::object& group) {
+  auto g = resolve_group(group);
+  g->run([](Group& grp) { grp.barrier(); });
+}
+
+py::array broadcast(const py::object& x, int root, const py::object& group) {
+  auto g = resolve_group(group);
+  check_peer(*g, root, "broadcast", "root", true);
+  py::array in = as_array(x, "broadcast");
+  jaccl_dtype(in.dtype(), py::none(), "broadcast");
+  py::array out(in.dtype(), shape_of(in));
+  size_t n = nbytes(in);
+  if (n == 0) {
+    return out;
+  }
+  if (g->rank() == root) {
+    std::memcpy(out.mutable_data(), in.data(), n);
+  }
+  void* buf = out.mutable_data();
+  g->run([&](Group& grp) { grp.broadcast(buf, n, root); });
+  return out;
+}
+
+}  // namespace
+
+void bind_collectives(py::module_& m) {
+  auto group = py::arg("group") = py::none();
+  auto dtype = py::arg("dtype") = py::none();
+  m.def(
+      "all_sum",
+      [](const py::object& x, const py::object& g, const py::object& dt) {
+        return reduce(Op::Sum, x, g, dt, "all_sum");
+      },
+      py::arg("x"), py::kw_only(), group, dtype,
+      "Element-wise sum over all ranks; returns a new array like x. "
+      "dtype='bfloat16' treats uint16 data as bfloat16.");
+  m.def(
+      "all_max",
+      [](const py::object& x, const py::object& g, const py::object& dt) {
+        return reduce(Op::Max, x, g, dt, "all_max");
+      },
+      py::arg("x"), py::kw_only(), group, dtype,
+      "Element-wise maximum over all ranks.");
+  m.def(
+      "all_min",
+      [](const py::object& x, const py::object& g, const py::object& dt) {
+        return reduce(Op::Min, x, g, dt, "all_min");
+      },
+      py::arg("x"), py::kw_only(), group, dtype,
+      "Element-wise minimum over all ranks.");
+  m.def("all_gather", &all_gather, py::arg("x"), py::kw_only(), group,
+        "Every rank's x concatenated along axis 0, in rank order (a 0-d x "
+        "gives shape (size,)).");
+  m.def("sum_scatter", &sum_scatter, py::arg("x"), py::kw_only(), group, dtype,
+        "x's axis 0 split in size() parts; returns this rank's part summed "
+        "over all ranks.");
+  m.def("send", &send, py::arg("x"), py::arg("dst"), py::kw_only(), group,
+        "Sends x to rank dst (which must recv the same shape and dtype); "
+        "returns x as an array.");
+  m.def("recv", &recv, py::arg("shape"), py::arg("dtype"), py::arg("src"),
+        py::kw_only(), group,
+        "Receives an array of shape and dtype from rank src "
+        "(dtype='bfloat16' gives the raw bits as uint16).");
+  m.def("recv_like", &recv_like, py::arg("x"), py::arg("src"), py::kw_only(),
+        group, "recv(x.shape, x.dtype, src).");
+  m.def("barrier", &barrier, py::kw_only(), group,
+        "Returns once every rank has called it.");
+  m.def("broadcast", &broadcast, py::arg("x"), py::arg("root"), py::kw_only(),
+        group,
+        "Returns root's x on every rank (every rank passes an array of the "
+        "same shape and dtype; only root's content is used).");
+}
+
+}  // namespace jaccl::python
