@@ -1,0 +1,549 @@
+// Copyright 2026 the jaccl authors.
+// jaccl-run, run for real (tool_path("jaccl-run")) with the launcher_probe
+// worker as its program, plus the process helper the tests stand on.
+// Deadlines only keep a broken build from hanging; nothing asserts timings.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/proc.h"
+
+namespace jaccl::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kDeadline = 60s;  // never reached unless something is broken
+
+std::string probe() {
+  return worker_path("launcher_probe");
+}
+std::string launcher() {
+  return tool_path("jaccl-run");
+}
+
+ProcResult launch(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env = {}) {
+  return run(launcher(), args, env, kDeadline);
+}
+
+// jaccl-run -n N [opts] -- probe probe_args...
+std::vector<std::string> cmd(int n, const std::vector<std::string>& opts,
+                             const std::vector<std::string>& probe_args) {
+  std::vector<std::string> args{"-n", std::to_string(n)};
+  args.insert(args.end(), opts.begin(), opts.end());
+  args.push_back("--");
+  args.push_back(probe());
+  args.insert(args.end(), probe_args.begin(), probe_args.end());
+  return args;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Splits "[rank] rest" into rank and rest; false for other lines.
+bool split_prefix(const std::string& line, int& rank, std::string& rest) {
+  size_t close = line.find("] ");
+  if (line.empty() || line[0] != '[' || close == std::string::npos ||
+      !all_digits(line.substr(1, close - 1))) {
+    return false;
+  }
+  rank = std::stoi(line.substr(1, close - 1));
+  rest = line.substr(close + 2);
+  return true;
+}
+
+// Values of "[rank] env NAME=VALUE" lines: result[rank][NAME] = VALUE.
+std::map<int, std::map<std::string, std::string>> rank_envs(
+    const std::string& output) {
+  std::map<int, std::map<std::string, std::string>> out;
+  for (const auto& line : lines_of(output)) {
+    int rank;
+    std::string rest;
+    if (split_prefix(line, rank, rest) && rest.rfind("env ", 0) == 0) {
+      size_t eq = rest.find('=');
+      out[rank][rest.substr(4, eq - 4)] = rest.substr(eq + 1);
+    }
+  }
+  return out;
+}
+
+// pids the ranks printed ("[rank] pid=N").
+std::vector<pid_t> rank_pids(const std::string& output) {
+  std::vector<pid_t> pids;
+  for (const auto& line : lines_of(output)) {
+    int rank;
+    std::string rest;
+    if (split_prefix(line, rank, rest) && rest.rfind("pid=", 0) == 0 &&
+        all_digits(rest.substr(4))) {
+      pids.push_back(static_cast<pid_t>(std::stol(rest.substr(4))));
+    }
+  }
+  return pids;
+}
+
+// pids jaccl-run -v reported ("jaccl-run: rank R is pid N"): known even for
+// ranks that were stopped before they printed anything.
+std::vector<pid_t> launcher_pids(const std::string& output) {
+  std::vector<pid_t> pids;
+  for (const auto& line : lines_of(output)) {
+    size_t at = line.find(" is pid ");
+    if (line.rfind("jaccl-run: rank ", 0) == 0 && at != std::string::npos &&
+        all_digits(line.substr(at + 8))) {
+      pids.push_back(static_cast<pid_t>(std::stol(line.substr(at + 8))));
+    }
+  }
+  return pids;
+}
+
+// The line launcher_probe's "lines"/"errlines" command prints.
+std::string probe_line(const std::string& tag, int rank, int i, size_t len) {
+  std::string line =
+      tag + " " + std::to_string(rank) + " " + std::to_string(i) + " ";
+  while (line.size() < len) {
+    line += static_cast<char>('a' + (line.size() % 26));
+  }
+  return line;
+}
+
+// True once none of the pids is alive (death by PR_SET_PDEATHSIG is
+// asynchronous, so allow it time).
+bool all_gone(const std::vector<pid_t>& pids) {
+  auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < until) {
+    bool any = false;
+    for (pid_t p : pids) {
+      any = any || pid_alive(p);
+    }
+    if (!any) {
+      return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// Starts jaccl-run in the background and waits until each rank printed its
+// pid.
+Job start_and_wait_for_pids(const std::vector<std::string>& args, int n) {
+  Job job = Job::start(launcher(), args, 1, nullptr);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(
+        job.wait_for_output(0, "[" + std::to_string(r) + "] pid=", kDeadline))
+        << job.output(0);
+  }
+  return job;
+}
+
+// ------------------------------------------------------------ proc helper
+
+TEST(ProcHelper, RunCapturesOutputAndExitCode) {
+  ProcResult r = run("/bin/sh", {"-c", "echo to-out; echo to-err >&2; exit 3"},
+                     {}, kDeadline);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.output.find("to-out\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("to-err\n"), std::string::npos) << r.output;
+}
+
+TEST(ProcHelper, DeadlineKills) {
+  ProcResult r = run(probe(), {"say", "started", "sleep", "600000"}, {}, 300ms);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_EQ(r.output, "started\n");
+}
+
+TEST(ProcHelper, EnvPerRankAndUnset) {
+  ::setenv("JACCL_PROC_TEST_INHERITED", "yes", 1);
+  Job job = Job::start(
+      probe(), {"getenv", "PER_RANK", "getenv", "JACCL_PROC_TEST_INHERITED"}, 3,
+      [](int rank) {
+        std::map<std::string, std::string> env{
+            {"PER_RANK", "value" + std::to_string(rank)}};
+        if (rank == 2) {
+          env["JACCL_PROC_TEST_INHERITED"] = kUnsetEnv;
+        }
+        return env;
+      });
+  auto results = job.wait(kDeadline);
+  ::unsetenv("JACCL_PROC_TEST_INHERITED");
+  ASSERT_EQ(results.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(results[r].exited_ok()) << results[r].describe();
+    EXPECT_NE(results[r].output.find("PER_RANK=value" + std::to_string(r)),
+              std::string::npos);
+  }
+  EXPECT_NE(results[0].output.find("JACCL_PROC_TEST_INHERITED=yes"),
+            std::string::npos);
+  EXPECT_NE(results[2].output.find("JACCL_PROC_TEST_INHERITED unset"),
+            std::string::npos);
+}
+
+TEST(ProcHelper, ChattyChildIsDrained) {
+  // Far more than a pipe buffer, while nobody is in wait().
+  Job job =
+      Job::start(probe(), {"lines", "20000", "100", "say", "end"}, 2, nullptr);
+  ASSERT_TRUE(job.wait_for_output(0, "\nend\n", kDeadline));
+  ASSERT_TRUE(job.wait_for_output(1, "\nend\n", kDeadline));
+  auto results = job.wait(kDeadline);
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.exited_ok()) << r.describe();
+    EXPECT_EQ(r.output.size(), 20000u * 101 + 4);
+  }
+}
+
+TEST(ProcHelper, KillAndWaitOne) {
+  Job job = Job::start(probe(), {"say", "up", "sleep", "600000"}, 2, nullptr);
+  ASSERT_TRUE(job.wait_for_output(1, "up\n", kDeadline));
+  job.kill(1, SIGTERM);
+  ProcResult r1 = job.wait_one(1, kDeadline);
+  EXPECT_EQ(r1.term_signal, SIGTERM);
+  EXPECT_FALSE(r1.timed_out);
+  EXPECT_TRUE(pid_alive(job.pid(0)));
+  ProcResult r0 = job.wait_one(0, 100ms);
+  EXPECT_TRUE(r0.timed_out);
+  EXPECT_FALSE(pid_alive(job.pid(0)));
+}
+
+TEST(ProcHelper, MissingProgramThrows) {
+  EXPECT_THROW(Job::start("/nonexistent/program", {}, 2, nullptr),
+               std::system_error);
+  EXPECT_THROW(Job::start("no-such-program-on-path-jaccl", {}, 1, nullptr),
+               std::system_error);
+}
+
+TEST(ProcHelper, FreeLoopbackPort) {
+  int port = free_loopback_port();
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+}
+
+// ---------------------------------------------------------- rank environment
+
+TEST(Launcher, RankEnvironment) {
+  ProcResult r = launch(cmd(4, {}, {"env"}));
+  ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
+  auto envs = rank_envs(r.output);
+  ASSERT_EQ(envs.size(), 4u) << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto& env = envs[rank];
+    EXPECT_EQ(env["JACCL_RANK"], std::to_string(rank));
+    EXPECT_EQ(env["JACCL_SIZE"], "4");
+    const std::string& coord = env["JACCL_COORDINATOR"];
+    ASSERT_EQ(coord.rfind("127.0.0.1:", 0), 0u) << coord;
+    ASSERT_TRUE(all_digits(coord.substr(10))) << coord;
+    int port = std::stoi(coord.substr(10));
+    EXPECT_GT(port, 0);
+    EXPECT_LT(port, 65536);
+    const std::string& token = env["JACCL_TOKEN"];
+    EXPECT_EQ(token.size(), 32u) << token;
+    EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos)
+        << token;
+    EXPECT_EQ(env["JACCL_TOKEN"], envs[0]["JACCL_TOKEN"]);
+    EXPECT_EQ(env["JACCL_COORDINATOR"], envs[0]["JACCL_COORDINATOR"]);
+    EXPECT_EQ(env.count("JACCL_SIDE_CHANNEL"), 0u);
+  }
+}
+
+TEST(Launcher, TokenDiffersBetweenRuns) {
+  ProcResult a = launch(cmd(1, {}, {"env"}));
+  ProcResult b = launch(cmd(1, {}, {"env"}));
+  ASSERT_TRUE(a.exited_ok() && b.exited_ok()) << a.output << b.output;
+  auto ta = rank_envs(a.output)[0]["JACCL_TOKEN"];
+  auto tb = rank_envs(b.output)[0]["JACCL_TOKEN"];
+  EXPECT_EQ(ta.size(), 32u);
+  EXPECT_NE(ta, tb);
+}
+
+TEST(Launcher, EnvOptionPassesThrough) {
+  ProcResult r = launch(cmd(2, {"--env", "JACCL_LOG=debug", "--env", "FOO=a=b"},
+                            {"env", "getenv", "FOO"}));
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  auto envs = rank_envs(r.output);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(envs[rank]["JACCL_LOG"], "debug");
+    EXPECT_NE(r.output.find("[" + std::to_string(rank) + "] FOO=a=b\n"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
+TEST(Launcher, SideChannelSetsNoCoordinator) {
+  // Even an inherited coordinator must not reach the ranks.
+  ProcResult r =
+      launch(cmd(3, {"--side-channel", "file:///tmp/jaccl-sc"}, {"env"}),
+             {{"JACCL_COORDINATOR", "10.1.2.3:4"}});
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  auto envs = rank_envs(r.output);
+  ASSERT_EQ(envs.size(), 3u);
+  for (auto& [rank, env] : envs) {
+    EXPECT_EQ(env["JACCL_SIDE_CHANNEL"], "file:///tmp/jaccl-sc");
+    EXPECT_EQ(env.count("JACCL_COORDINATOR"), 0u) << "rank " << rank;
+    EXPECT_EQ(env["JACCL_RANK"], std::to_string(rank));
+  }
+}
+
+TEST(Launcher, CoordinatorOverrideAndNoToken) {
+  ProcResult r =
+      launch(cmd(2, {"--coordinator", "10.0.0.7:2345", "--no-token"}, {"env"}),
+             {{"JACCL_TOKEN", kUnsetEnv}});
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  auto envs = rank_envs(r.output);
+  ASSERT_EQ(envs.size(), 2u);
+  for (auto& [rank, env] : envs) {
+    EXPECT_EQ(env["JACCL_COORDINATOR"], "10.0.0.7:2345");
+    EXPECT_EQ(env.count("JACCL_TOKEN"), 0u) << "rank " << rank;
+  }
+}
+
+TEST(Launcher, ProgramFoundOnPath) {
+  ProcResult r = launch({"-n", "2", "--", "sh", "-c", "echo r$JACCL_RANK"});
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_NE(r.output.find("[0] r0\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[1] r1\n"), std::string::npos) << r.output;
+}
+
+// ------------------------------------------------------------------- output
+
+TEST(Launcher, HeavyOutputLinesStayIntact) {
+  constexpr int kRanks = 4, kLines = 3000;
+  ProcResult r = launch(cmd(kRanks, {},
+                            {"lines", std::to_string(kLines), "150", "errlines",
+                             std::to_string(kLines), "150"}));
+  ASSERT_TRUE(r.exited_ok()) << r.describe();
+  std::map<std::pair<int, std::string>, int> next;  // (rank, kind) -> index
+  int count = 0;
+  for (const auto& line : lines_of(r.output)) {
+    int rank;
+    std::string rest;
+    ASSERT_TRUE(split_prefix(line, rank, rest)) << "unprefixed: " << line;
+    std::string kind = rest.substr(0, rest.find(' '));
+    ASSERT_TRUE(kind == "line" || kind == "errline") << "mangled: " << line;
+    // The prefix names the writing rank; lines arrive whole and in order.
+    int& i = next[{rank, kind}];
+    ASSERT_EQ(rest, probe_line(kind, rank, i, 150)) << "mangled: " << line;
+    ++i;
+    ++count;
+  }
+  EXPECT_EQ(count, kRanks * kLines * 2);
+}
+
+TEST(Launcher, StdoutAndStderrStaySeparate) {
+  // sh -c '"$0" "$@" 2>/dev/null' jaccl-run ...: only stdout survives.
+  auto args = cmd(2, {}, {"say", "to-out", "err", "to-err"});
+  std::vector<std::string> sh_args{"-c", "\"$0\" \"$@\" 2>/dev/null",
+                                   launcher()};
+  sh_args.insert(sh_args.end(), args.begin(), args.end());
+  ProcResult out_only = run("/bin/sh", sh_args, {}, kDeadline);
+  ASSERT_TRUE(out_only.exited_ok()) << out_only.output;
+  EXPECT_NE(out_only.output.find("[1] to-out\n"), std::string::npos);
+  EXPECT_EQ(out_only.output.find("to-err"), std::string::npos);
+
+  sh_args[1] = "\"$0\" \"$@\" >/dev/null";
+  ProcResult err_only = run("/bin/sh", sh_args, {}, kDeadline);
+  ASSERT_TRUE(err_only.exited_ok()) << err_only.output;
+  EXPECT_NE(err_only.output.find("[0] to-err\n"), std::string::npos);
+  EXPECT_EQ(err_only.output.find("to-out"), std::string::npos);
+}
+
+TEST(Launcher, PartialLastLineIsFlushed) {
+  ProcResult r = launch(cmd(2, {}, {"say", "whole", "partial", "tail"}));
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  for (const auto& line : lines_of(r.output)) {
+    EXPECT_TRUE(line.rfind("[0] ", 0) == 0 || line.rfind("[1] ", 0) == 0)
+        << line;
+  }
+  EXPECT_NE(r.output.find("[0] tail\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[1] tail\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[1] whole\n"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, NoPrefix) {
+  ProcResult r = launch(cmd(2, {"--no-prefix"}, {"say", "plain"}));
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_EQ(r.output, "plain\nplain\n");
+}
+
+// ------------------------------------------------------------------ failure
+
+TEST(Launcher, AllRanksSucceed) {
+  // A rank that finishes early does not stop the others.
+  ProcResult r = launch(
+      cmd(3, {}, {"if-rank", "0", "exit", "0", "sleep", "200", "say", "done"}));
+  EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("[1] done\n"), std::string::npos);
+  EXPECT_NE(r.output.find("[2] done\n"), std::string::npos);
+}
+
+TEST(Launcher, FailingRankExitCodeStopsTheOthers) {
+  ProcResult r =
+      launch(cmd(3, {"-v"}, {"if-rank", "1", "exit", "7", "sleep", "600000"}));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 7) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: rank 1 exited with code 7"),
+            std::string::npos)
+      << r.output;
+  auto pids = launcher_pids(r.output);
+  EXPECT_EQ(pids.size(), 3u) << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+TEST(Launcher, FailingRankSignalGives128PlusSignal) {
+  ProcResult r = launch(cmd(
+      2, {"-v"},
+      {"if-rank", "0", "signal", std::to_string(SIGUSR1), "sleep", "600000"}));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + SIGUSR1) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: rank 0 was killed by signal " +
+                          std::to_string(SIGUSR1)),
+            std::string::npos)
+      << r.output;
+  auto pids = launcher_pids(r.output);
+  EXPECT_EQ(pids.size(), 2u) << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+TEST(Launcher, RankIgnoringSigtermIsKilledAfterGrace) {
+  // Rank 0 ignores SIGTERM and only then lets rank 1 fail.
+  std::string ready = ::testing::TempDir() + "jaccl-launcher-ready-" +
+                      std::to_string(::getpid());
+  std::remove(ready.c_str());
+  ProcResult r = launch(cmd(2, {"-v", "--grace", "0.2"},
+                            {"if-rank", "0", "ignore", "15", "if-rank", "0",
+                             "touch", ready, "if-rank", "1", "await", ready,
+                             "if-rank", "1", "exit", "5", "sleep", "600000"}));
+  std::remove(ready.c_str());
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 5) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("rank 0 was killed by signal 9"), std::string::npos)
+      << r.output;
+  auto pids = launcher_pids(r.output);
+  EXPECT_EQ(pids.size(), 2u) << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+TEST(Launcher, TimeoutExits124) {
+  ProcResult r =
+      launch(cmd(2, {"-v", "--timeout", "0.5"}, {"sleep", "600000"}));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 124) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("timeout"), std::string::npos) << r.output;
+  auto pids = launcher_pids(r.output);
+  EXPECT_EQ(pids.size(), 2u) << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+TEST(Launcher, MissingProgramExits127) {
+  ProcResult r = launch({"-n", "2", "--", "/nonexistent/jaccl-program"});
+  EXPECT_EQ(r.exit_code, 127) << r.output;
+}
+
+// ------------------------------------------------------------------ signals
+
+TEST(Launcher, SignalsAreForwardedAndNothingIsLeft) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(sigabbrev_np(sig));
+    Job job =
+        start_and_wait_for_pids(cmd(3, {"-v"}, {"pid", "sleep", "600000"}), 3);
+    auto pids = rank_pids(job.output(0));
+    ASSERT_EQ(pids.size(), 3u) << job.output(0);
+    job.kill(0, sig);
+    ProcResult r = job.wait_one(0, kDeadline);
+    EXPECT_FALSE(r.timed_out) << r.output;
+    // jaccl-run ends by the same signal, after the ranks died of it.
+    EXPECT_EQ(r.term_signal, sig) << r.describe() << "\n" << r.output;
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_NE(r.output.find("rank " + std::to_string(rank) +
+                              " was killed by signal " + std::to_string(sig)),
+                std::string::npos)
+          << r.output;
+    }
+    EXPECT_TRUE(all_gone(pids));
+  }
+}
+
+TEST(Launcher, SigtermWithStubbornRanksStillLeavesNothing) {
+  Job job = start_and_wait_for_pids(
+      cmd(2, {"--grace", "0.2"}, {"ignore", "15", "pid", "sleep", "600000"}),
+      2);
+  auto pids = rank_pids(job.output(0));
+  ASSERT_EQ(pids.size(), 2u);
+  job.kill(0, SIGTERM);
+  ProcResult r = job.wait_one(0, kDeadline);
+  EXPECT_FALSE(r.timed_out) << r.output;
+  EXPECT_EQ(r.term_signal, SIGTERM) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("SIGKILL"), std::string::npos) << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+TEST(Launcher, SigkilledLauncherLeavesNoRanks) {
+  Job job = start_and_wait_for_pids(cmd(3, {}, {"pid", "sleep", "600000"}), 3);
+  auto pids = rank_pids(job.output(0));
+  ASSERT_EQ(pids.size(), 3u);
+  job.kill(0, SIGKILL);
+  ProcResult r = job.wait_one(0, kDeadline);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_TRUE(all_gone(pids));
+}
+
+// -------------------------------------------------------------------- usage
+
+TEST(Launcher, UsageErrorsExit2) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"--", probe()},
+      {"-n", "0", "--", probe()},
+      {"-n", "-1", "--", probe()},
+      {"-n", "two", "--", probe()},
+      {"-n", "2"},
+      {"-n", "2", "--"},
+      {"-n", "2", "--env", "NOEQUALS", "--", probe()},
+      {"-n", "2", "--bogus-option", "--", probe()},
+      {"-n", "2", "--side-channel", "file:///x", "--coordinator", "h:1", "--",
+       probe()},
+  };
+  for (const auto& args : bad) {
+    ProcResult r = launch(args);
+    std::string joined;
+    for (const auto& a : args) {
+      joined += a + " ";
+    }
+    EXPECT_EQ(r.exit_code, 2) << "args: " << joined << "\n" << r.output;
+  }
+}
+
+TEST(Launcher, HelpExits0) {
+  ProcResult r = launch({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--side-channel"), std::string::npos);
+}
+
+TEST(Launcher, ProgramWithoutDoubleDash) {
+  ProcResult r = launch({"-n", "2", probe(), "say", "-n"});
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_NE(r.output.find("[1] -n\n"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace jaccl::test
