@@ -55,12 +55,19 @@ class Config {
   Config& set_transport(std::string transport);
   // Silence after which a peer is declared lost (0 = off; default 10 s).
   Config& set_heartbeat_timeout(std::chrono::milliseconds timeout);
+  // A built-in side channel by URI: tcp://host:port, file:///shared/dir,
+  // redis://host:port[/prefix], mpi://. Precedence: factory > function >
+  // this URI > coordinator.
+  Config& set_side_channel(std::string uri);
+  // Job id that namespaces the file and Redis side channels (default: from
+  // the token, else "default").
+  Config& set_job(std::string job);
 
   // ---- validity ----------------------------------------------------------
   bool is_valid_mesh() const;
   bool is_valid_ring() const;
-  // Rank, size and a way to bootstrap (coordinator, function or factory)
-  // are present and nothing recorded is wrong.
+  // Rank, size and a way to bootstrap (coordinator, side-channel URI,
+  // function or factory) are present and nothing recorded is wrong.
   bool is_valid() const;
   // Why the config is not valid ("" when it is).
   std::string invalid_reason() const;
@@ -85,6 +92,8 @@ class Config {
   const std::string& get_interface() const { return interface_; }
   int get_wires() const { return wires_; }
   const std::string& get_transport() const { return transport_; }
+  const std::string& get_side_channel() const { return side_channel_; }
+  const std::string& get_job() const { return job_; }
 
   // Reads the environment table (see README). Never throws: malformed values
   // are recorded and reported by invalid_reason(), naming the variable.
@@ -110,6 +119,8 @@ class Config {
   std::string interface_;
   int wires_ = 2;
   std::string transport_ = "auto";
+  std::string side_channel_;
+  std::string job_;
   std::vector<std::string> problems_;
 };
 

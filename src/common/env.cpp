@@ -43,6 +43,16 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "seconds of silence after which a peer is declared lost; 0 = off"},
     {EnvVar::ShmBudget, "JACCL_SHM_BUDGET", nullptr, "64",
      "MiB of shared memory one single-host group may use"},
+    // Launchers' variables, read only when JACCL_RANK / JACCL_SIZE (and
+    // their MLX_* spellings) are unset, in this order.
+    {EnvVar::OmpiRank, "OMPI_COMM_WORLD_RANK", nullptr, "unset",
+     "rank under Open MPI's mpirun"},
+    {EnvVar::OmpiSize, "OMPI_COMM_WORLD_SIZE", nullptr, "unset",
+     "size under Open MPI's mpirun"},
+    {EnvVar::PmiRank, "PMI_RANK", nullptr, "unset", "rank under a PMI launcher"},
+    {EnvVar::PmiSize, "PMI_SIZE", nullptr, "unset", "size under a PMI launcher"},
+    {EnvVar::SlurmRank, "SLURM_PROCID", nullptr, "unset", "rank under srun"},
+    {EnvVar::SlurmSize, "SLURM_NTASKS", nullptr, "unset", "size under srun"},
 }};
 
 constexpr bool table_in_order() {

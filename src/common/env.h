@@ -25,6 +25,12 @@ enum class EnvVar {
   Job,
   HeartbeatTimeout,
   ShmBudget,
+  OmpiRank,
+  OmpiSize,
+  PmiRank,
+  PmiSize,
+  SlurmRank,
+  SlurmSize,
   Count_,  // keep last
 };
 

@@ -3,43 +3,43 @@
 // collectives.
 #include "transport/setup.h"
 
+#include "collectives/socket_group.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/connections.h"
+#include "transport/shm_setup.h"
 #include "transport/tcp_connect.h"
 
-#if __has_include("collectives/socket_group.h")
-#include "collectives/socket_group.h"
-#endif
-
 namespace jaccl::detail {
-
-// Defined in src/collectives/ (collectives/socket_group.h). Declared weak so
-// this file links before that one exists; make_group then says so.
-[[gnu::weak]] std::shared_ptr<Group> make_socket_group(const Config& cfg,
-                                                       Connections conns);
 
 std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
   const int rank = cfg.get_rank();
   const std::string& transport = cfg.get_transport();
-  if (transport == "shm") {
-    raise(ErrorKind::Config,
-          "JACCL_TRANSPORT=shm: the shared-memory transport is not built yet "
-          "(use tcp or auto)",
-          {.rank = rank});
-  }
-  if (transport != "tcp" && transport != "auto") {
+  if (transport != "tcp" && transport != "auto" && transport != "shm") {
     raise(ErrorKind::Config,
           "unknown transport '" + transport + "' (expected auto, tcp or shm)",
           {.rank = rank});
   }
-  Connections conns = setup_tcp(cfg, sc);
-  if (&make_socket_group == nullptr) {
-    raise(ErrorKind::Internal,
-          "the TCP data plane is connected over the side channel (" +
-              sc.description() +
-              "), but this build has no collectives (make_socket_group)",
-          {.rank = rank});
+  // Control connections (liveness) are always made; data wires only when
+  // TCP carries the data. auto: shared memory when every rank shares this
+  // host's kernel and IPC namespace, else TCP for everyone.
+  bool use_shm = false;
+  auto want_data = [&](const std::vector<TcpCard>& cards) {
+    int remote = first_nonlocal(cards, rank);
+    if (transport == "shm" && remote >= 0) {
+      const TcpCard& c = cards[static_cast<size_t>(remote)];
+      raise(ErrorKind::Config,
+            "JACCL_TRANSPORT=shm but rank " + std::to_string(remote) +
+                " is not on this host (" + c.hostname +
+                ", another kernel or IPC namespace): use auto or tcp",
+            {.rank = rank, .peer = remote});
+    }
+    use_shm = transport == "shm" || (transport == "auto" && remote < 0);
+    return !use_shm;
+  };
+  Connections conns = setup_tcp(cfg, sc, want_data);
+  if (use_shm) {
+    return make_shm_group(cfg, sc, std::move(conns));
   }
   JACCL_LOG(Info, "rank " << rank << ": TCP data plane ready ("
                           << cfg.get_size() << " ranks, " << cfg.get_wires()

@@ -96,7 +96,7 @@ TcpAcceptor::TcpAcceptor(int rank, int size, Fd listener, std::string token,
   }
   for (int p = 0; p < size_; ++p) {
     int w = expected_[static_cast<size_t>(p)];
-    if (w > 0) {
+    if (w >= 0) {
       data_[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
       owed_ += w + 1;
     }
@@ -128,7 +128,7 @@ std::vector<int> TcpAcceptor::missing() const {
   std::vector<int> out;
   for (int p = 0; p < size_; ++p) {
     auto& d = data_[static_cast<size_t>(p)];
-    bool miss = expected_[static_cast<size_t>(p)] > 0 &&
+    bool miss = expected_[static_cast<size_t>(p)] >= 0 &&
                 !control_[static_cast<size_t>(p)].valid();
     for (const auto& fd : d) {
       miss = miss || !fd.valid();
@@ -159,7 +159,7 @@ std::string TcpAcceptor::check(const Hello& h) const {
            std::to_string(rank_) + " in a group of " + std::to_string(size_);
   }
   int w = expected_[static_cast<size_t>(h.rank)];
-  if (w == 0) {
+  if (w < 0) {
     return who + " is not expected to dial rank " + std::to_string(rank_);
   }
   if (h.channel == Channel::Control) {
@@ -317,7 +317,8 @@ Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
 
 // ---- the whole set-up -----------------------------------------------------
 
-Connections setup_tcp(const Config& cfg, SideChannel& sc) {
+Connections setup_tcp(const Config& cfg, SideChannel& sc,
+                      const DataWiresFn& want_data) {
   const int me = cfg.get_rank(), size = cfg.get_size();
   const int wires = cfg.get_wires();
   Connections conns;
@@ -349,6 +350,7 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc) {
     listens[static_cast<size_t>(r)] = cards[static_cast<size_t>(r)].listens();
   }
   check_listen_pairs(listens, me);
+  const bool with_data = !want_data || want_data(cards);
 
   // Who we dial, who dials us.
   struct Job {
@@ -357,12 +359,12 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc) {
     int wire;
   };
   std::vector<Job> jobs;
-  std::vector<int> expected(static_cast<size_t>(size), 0);
+  std::vector<int> expected(static_cast<size_t>(size), -1);
   for (int p = 0; p < size; ++p) {
     if (p == me) {
       continue;
     }
-    int w = data_wires_between(me, p, size, wires);
+    int w = with_data ? data_wires_between(me, p, size, wires) : 0;
     conns.wires[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
     if (dials(me, p, listens)) {
       const TcpCard& c = cards[static_cast<size_t>(p)];
@@ -386,7 +388,7 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc) {
   const Deadline dl = Deadline::after(cfg.get_timeout());
   std::unique_ptr<TcpAcceptor> acceptor;
   if (std::any_of(expected.begin(), expected.end(),
-                  [](int w) { return w > 0; })) {
+                  [](int w) { return w >= 0; })) {
     acceptor = std::make_unique<TcpAcceptor>(me, size, std::move(listener),
                                              cfg.get_token(), expected, dl);
   }
@@ -461,7 +463,7 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc) {
     missing_in = acceptor->missing();
     for (int p = 0; p < size; ++p) {
       auto up = static_cast<size_t>(p);
-      if (expected[up] == 0) {
+      if (expected[up] < 0) {
         continue;
       }
       control[up] = std::move(acceptor->control()[up]);

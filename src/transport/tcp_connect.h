@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,7 @@
 #include "common/net.h"
 #include "jaccl/jaccl.h"
 #include "transport/connections.h"
+#include "transport/tcp_card.h"
 
 namespace jaccl::detail {
 
@@ -48,8 +50,8 @@ void check_listen_pairs(const std::vector<char>& listens, int me);
 // keeps the expected ones, until every expected connection is in.
 class TcpAcceptor {
  public:
-  // expected_data[p] > 0: p dials us with that many data wires plus one
-  // control connection; 0: p must not dial us.
+  // expected_data[p] >= 0: p dials us with that many data wires plus one
+  // control connection; -1: p must not dial us.
   TcpAcceptor(int rank, int size, Fd listener, std::string token,
               std::vector<int> expected_data, Deadline dl);
   ~TcpAcceptor();  // stops and joins
@@ -96,9 +98,14 @@ Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
              const Hello& hello, const std::string& token, const Deadline& dl,
              const std::atomic<bool>& stop, int rank);
 
+// Decides from the gathered cards whether data wires are wanted (false:
+// control connections only, e.g. when shared memory carries the data).
+using DataWiresFn = std::function<bool(const std::vector<TcpCard>& cards)>;
+
 // The whole TCP set-up: listen (unless JACCL_LISTEN=0), exchange cards,
 // connect every pair, barrier, start the liveness monitor (as keepalive),
 // leave barrier. Size 1: no sockets.
-Connections setup_tcp(const Config& cfg, SideChannel& sc);
+Connections setup_tcp(const Config& cfg, SideChannel& sc,
+                      const DataWiresFn& want_data = nullptr);
 
 }  // namespace jaccl::detail

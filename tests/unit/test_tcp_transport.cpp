@@ -309,7 +309,7 @@ TEST(TcpAcceptor, DropsStraysAndDuplicatesAndStillCompletes) {
   uint16_t port = port_of(local_address(listener.get()));
   // Rank 2 of 3 expects 2 data wires + control from rank 0, 1 + control
   // from rank 1.
-  TcpAcceptor acc(2, 3, std::move(listener), token, {2, 1, 0},
+  TcpAcceptor acc(2, 3, std::move(listener), token, {2, 1, -1},
                   Deadline::after(Millis(20000)));
   std::atomic<bool> stop{false};
   auto dl = Deadline::after(Millis(10000));
@@ -385,7 +385,7 @@ TEST(TcpSetup, TimeoutNamesTheMissingRanks) {
   // Rank 1's listener accepts nothing: a rank that is in the card exchange
   // but never serves. Simulated with an acceptor that expects nobody.
   Fd listener = listen_tcp(resolve(HostPort{"127.0.0.1", 0}), 64);
-  TcpAcceptor acc(0, 3, std::move(listener), "", {0, 1, 1},
+  TcpAcceptor acc(0, 3, std::move(listener), "", {-1, 1, 1},
                   Deadline::after(Millis(300)));
   EXPECT_FALSE(acc.wait());
   EXPECT_EQ(acc.missing(), (std::vector<int>{1, 2}));

@@ -1,0 +1,278 @@
+// Copyright 2026 the jaccl authors.
+#include "collectives/socket_group.h"
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "collectives/exchange.h"
+#include "collectives/mesh.h"
+#include "collectives/ring.h"
+#include "collectives/ring_math.h"
+#include "common/error.h"
+#include "common/reduce.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+class SocketGroup final : public Group {
+ public:
+  SocketGroup(bool prefer_ring, Connections conns)
+      : conns_(std::move(conns)), prefer_ring_(prefer_ring) {
+    const int n = conns_.size;
+    links_.rank = conns_.rank;
+    links_.size = n;
+    links_.state = conns_.state.get();
+    links_.fds.resize(n);
+    links_.send_seq.assign(n, 0);
+    links_.recv_seq.assign(n, 0);
+    if (n < 1 || conns_.rank < 0 || conns_.rank >= n) {
+      raise(ErrorKind::Internal, "socket group: bad rank/size " +
+                                     std::to_string(conns_.rank) + "/" +
+                                     std::to_string(n));
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == conns_.rank) {
+        continue;
+      }
+      if (static_cast<int>(conns_.wires.size()) != n ||
+          conns_.wires[p].empty()) {
+        raise(ErrorKind::Internal, "socket group: no connection to a peer",
+              {.rank = conns_.rank, .peer = p});
+      }
+      for (const Fd& fd : conns_.wires[p]) {
+        links_.fds[p].push_back(fd.get());
+      }
+    }
+    if (n > 1) {
+      ring_ = std::make_unique<RingEngine>(links_);
+    }
+  }
+
+  int rank() override { return links_.rank; }
+  int size() override { return links_.size; }
+
+  const char* backend_name() const override {
+    return links_.size == 1 ? "single"
+                            : (prefer_ring_ ? "tcp-ring" : "tcp-mesh");
+  }
+
+  void all_sum(const void* in, void* out, size_t n, int dtype) override {
+    all_reduce(ReduceOp::Sum, OpKind::AllSum, in, out, n, dtype);
+  }
+  void all_max(const void* in, void* out, size_t n, int dtype) override {
+    all_reduce(ReduceOp::Max, OpKind::AllMax, in, out, n, dtype);
+  }
+  void all_min(const void* in, void* out, size_t n, int dtype) override {
+    all_reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
+  }
+
+  void all_gather(const void* in, void* out, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    const size_t total = n * links_.size;
+    check_ptrs("all_gather", in, n, out, total);
+    char* mine = static_cast<char*>(out) + links_.rank * n;
+    if (ring::overlaps(in, n, out, total) && in != mine) {
+      usage(
+          "all_gather: input overlaps output other than at this rank's "
+          "slot");
+    }
+    if (n == 0) {
+      return;
+    }
+    if (links_.size == 1) {
+      std::memmove(out, in, n);
+      return;
+    }
+    const bool use_ring = prefer_ring_ || total > mesh_max_bytes(links_.size);
+    OpContext ctx = make_ctx(OpKind::AllGather, -1, n, use_ring);
+    guarded([&] {
+      if (use_ring) {
+        ring_->run(ring::Mode::AllGather, ctx, ReduceOp::Sum, -1, in, out, n);
+      } else {
+        mesh::all_gather(links_, ctx, in, out, n);
+      }
+    });
+  }
+
+  void sum_scatter(const void* in, void* out, size_t n, int dtype) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    checked_count(ReduceOp::Sum, dtype, n);
+    const size_t total = n * links_.size;
+    check_ptrs("sum_scatter", in, total, out, n);
+    if (n == 0) {
+      return;
+    }
+    if (links_.size == 1) {
+      std::memmove(out, in, n);
+      return;
+    }
+    const bool use_ring = prefer_ring_ || total > mesh_max_bytes(links_.size);
+    OpContext ctx = make_ctx(OpKind::SumScatter, dtype, n, use_ring);
+    guarded([&] {
+      if (!use_ring) {
+        mesh::sum_scatter(links_, ctx, dtype, in, out, n);
+        return;
+      }
+      // The ring writes out while it still reads in: go through scratch
+      // if they overlap.
+      const bool overlap = ring::overlaps(in, total, out, n);
+      if (overlap && tmp_.size() < n) {
+        tmp_.resize(n);
+      }
+      void* dst = overlap ? tmp_.data() : out;
+      ring_->run(ring::Mode::ReduceScatter, ctx, ReduceOp::Sum, dtype, in, dst,
+                 n);
+      if (overlap) {
+        std::memcpy(out, dst, n);
+      }
+    });
+  }
+
+  void send(const void* in, size_t n, int dst) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    check_peer("send", dst, "destination");
+    check_ptrs("send", in, n, in, 0);
+    if (n == 0) {
+      return;
+    }
+    OpContext ctx = make_ctx(OpKind::SendRecv, -1, n, false);
+    guarded([&] { mesh::send(links_, ctx, in, n, dst); });
+  }
+
+  void recv(void* out, size_t n, int src) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    check_peer("recv", src, "source");
+    check_ptrs("recv", out, n, out, 0);
+    if (n == 0) {
+      return;
+    }
+    OpContext ctx = make_ctx(OpKind::SendRecv, -1, n, false);
+    guarded([&] { mesh::recv(links_, ctx, out, n, src); });
+  }
+
+  void barrier() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    if (links_.size == 1) {
+      return;
+    }
+    OpContext ctx = make_ctx(OpKind::Barrier, -1, 0, false);
+    guarded([&] { mesh::barrier(links_, ctx); });
+  }
+
+  void broadcast(void* buf, size_t n, int root) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    if (root < 0 || root >= links_.size) {
+      usage("broadcast: root " + std::to_string(root) +
+            " is out of range for a group of size " +
+            std::to_string(links_.size));
+    }
+    check_ptrs("broadcast", buf, n, buf, 0);
+    if (n == 0 || links_.size == 1) {
+      return;
+    }
+    OpContext ctx = make_ctx(OpKind::Broadcast, -1, n, false);
+    ctx.desc.aux = static_cast<uint32_t>(root);
+    guarded([&] { mesh::broadcast(links_, ctx, buf, n, root); });
+  }
+
+ private:
+  void all_reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
+                  int dtype) {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns_.state->throw_if_failed();
+    checked_count(op, dtype, n);
+    const char* name = op_kind_name(kind);
+    check_ptrs(name, in, n, out, n);
+    if (in != out && ring::overlaps(in, n, out, n)) {
+      usage(std::string(name) + ": input and output overlap partially");
+    }
+    if (n == 0) {
+      return;
+    }
+    if (links_.size == 1) {
+      if (in != out) {
+        std::memcpy(out, in, n);
+      }
+      return;
+    }
+    const bool use_ring = prefer_ring_ || n > mesh_max_bytes(links_.size);
+    OpContext ctx = make_ctx(kind, dtype, n, use_ring);
+    guarded([&] {
+      if (use_ring) {
+        ring_->run(ring::Mode::AllReduce, ctx, op, dtype, in, out, n);
+      } else {
+        mesh::all_reduce(links_, ctx, op, dtype, in, out, n);
+      }
+    });
+  }
+
+  OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring) const {
+    OpContext ctx;
+    ctx.rank = links_.rank;
+    ctx.name = op_kind_name(kind);
+    ctx.desc.kind = kind;
+    ctx.desc.dtype = dtype;
+    ctx.desc.n_bytes = n;
+    ctx.desc.algo = use_ring ? Algo::Ring : Algo::Mesh;
+    ctx.desc.streams =
+        use_ring ? static_cast<uint8_t>(ring_->wires()) : uint8_t{1};
+    ctx.deadline = conns_.op_deadline();
+    ctx.state = conns_.state.get();
+    return ctx;
+  }
+
+  // Runs an op; any failure poisons the group, and the group's first
+  // failure is what the caller sees.
+  template <class F>
+  void guarded(F&& body) {
+    try {
+      body();
+    } catch (...) {
+      conns_.state->fail(std::current_exception());
+      std::rethrow_exception(conns_.state->error());
+    }
+  }
+
+  [[noreturn]] void usage(const std::string& what) const {
+    raise(ErrorKind::Usage, what, {.rank = links_.rank});
+  }
+
+  void check_peer(const char* op, int peer, const char* role) const {
+    if (peer < 0 || peer >= links_.size || peer == links_.rank) {
+      usage(std::string(op) + ": " + role + " rank " + std::to_string(peer) +
+            (peer == links_.rank ? " is this rank"
+                                 : " is out of range for a group of size " +
+                                       std::to_string(links_.size)));
+    }
+  }
+
+  void check_ptrs(const char* op, const void* in, size_t n_in, const void* out,
+                  size_t n_out) const {
+    if ((in == nullptr && n_in != 0) || (out == nullptr && n_out != 0)) {
+      usage(std::string(op) + ": null buffer for a non-empty transfer");
+    }
+  }
+
+  Connections conns_;
+  bool prefer_ring_ = false;
+  std::mutex mu_;
+  Links links_;
+  std::vector<char> tmp_;
+  std::unique_ptr<RingEngine> ring_;  // last: its threads stop first
+};
+
+}  // namespace
+
+std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns) {
+  return std::make_shared<SocketGroup>(cfg.get_prefer_ring(), std::move(conns));
+}
+
+}  // namespace jaccl::detail

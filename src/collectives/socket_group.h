@@ -1,0 +1,51 @@
+// Copyright 2026 the jaccl authors.
+// The Group over connected stream sockets (what the TCP transport produces).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "jaccl/jaccl.h"
+#include "transport/connections.h"
+
+namespace jaccl::detail {
+
+// Reductions and all_gather whose data per rank (n_bytes for all_sum/max/
+// min, size * n_bytes for all_gather and sum_scatter) is at most
+// mesh_max_bytes(size) go over the mesh (one direct exchange with every peer,
+// local reduction in rank order); larger ones go around the ring
+// (reduce-scatter + all-gather, both directions, pipelined, one thread per
+// wire). cfg.prefer_ring() (JACCL_RING) sends every reduction and all_gather
+// around the ring.
+//
+// Measured with threads as ranks over loopback TCP, 2 wires, on a 2-core
+// box (all_sum of float32, mean of >= 5 iterations; loopback numbers are
+// noisy, +-30%):
+//   2 ranks:  64 KiB mesh  95 us, ring  96 us;  256 KiB mesh 273 us, ring
+//             346 us;  1 MiB mesh 1954 us, ring 1094 us.
+//   3 ranks:  16 KiB mesh 154 us, ring 286 us;  64 KiB mesh 278 us, ring
+//             263 us;  256 KiB mesh 1539 us, ring 280 us.
+// With two ranks both paths move the same bytes and the mesh saves a step;
+// with more ranks the mesh moves (size-1)/2 times more bytes per rank.
+// Above ~4 MiB both paths hit the same loopback ceiling on that box
+// (~400-500 MB/s bus bandwidth).
+#ifdef JACCL_MESH_MAX_BYTES  // build-time tuning knob, for measuring
+constexpr size_t mesh_max_bytes(int) {
+  return JACCL_MESH_MAX_BYTES;
+}
+#else
+constexpr size_t mesh_max_bytes(int size) {
+  return size <= 2 ? size_t(256) << 10 : size_t(64) << 10;
+}
+#endif
+
+// One collective at a time per group: calls from several threads are
+// serialized by a mutex inside the group, in whatever order the threads
+// arrive (so threads that need a particular order across ranks must order
+// themselves). After the first failure (timeout, lost peer, protocol
+// mismatch) every op rethrows that failure at once; usage errors (bad
+// dtype, size or peer) are thrown before any byte moves and leave the
+// group working.
+std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns);
+
+}  // namespace jaccl::detail

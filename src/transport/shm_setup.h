@@ -1,0 +1,29 @@
+// Copyright 2026 the jaccl authors.
+// The shared-memory transport: which peers share this host, and the
+// segment set-up for a group whose ranks all do.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "bootstrap/side_channel.h"
+#include "jaccl/jaccl.h"
+#include "transport/connections.h"
+#include "transport/tcp_card.h"
+
+namespace jaccl::detail {
+
+// Peers are local when they share the kernel boot id AND the IPC namespace:
+// two containers on one host with separate IPC namespaces cannot share POSIX
+// shared memory, so they are not local. Returns the first rank that is not
+// local to `me`, or -1.
+int first_nonlocal(const std::vector<TcpCard>& cards, int me);
+
+// Creates (rank 0) or maps (others) the job's segment, named with a random
+// nonce published through the side channel, unlinks it once every rank has
+// mapped it, and builds the group. conns carries the control connections
+// (liveness) and the failure state; it has no data wires.
+std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
+                                      Connections conns);
+
+}  // namespace jaccl::detail
