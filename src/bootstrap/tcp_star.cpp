@@ -1,13 +1,258 @@
 // Copyright 2026 the jaccl authors.
-// PLACEHOLDER while the coordinator is written (helper-3 replaces this file).
+// The TCP star: make_tcp_star and the side of ranks > 0, which dial rank 0
+// (tcp_star_server.cpp), send their part and read everyone's.
 #include "bootstrap/tcp_star.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <mutex>
+
 #include "common/error.h"
+#include "common/log.h"
+#include "common/net.h"
 
 namespace jaccl::detail {
 
+namespace {
+
+using star::kReplyBytes;
+using star::kRequestBytes;
+
+// Clients wait this much past their own deadline for a reply, so rank 0's
+// report (which names the missing ranks) wins over a vaguer local timeout
+// when both deadlines expire together.
+constexpr Millis kReplyGrace{2000};
+
+class Client {
+ public:
+  explicit Client(const TcpStarOptions& o)
+      : o_(o),
+        hp_(parse_host_port(o.address, "JACCL_COORDINATOR")),
+        address_(hp_.str()),
+        job_(token_fingerprint(o.token)) {}
+
+  void call(const char* src, char* dst, size_t n) {
+    seq_ = calls_++;
+    try {
+      exchange(src, dst, n);
+    } catch (...) {
+      if (coord_.valid()) {
+        // Let rank 0 see us go now rather than at its next write.
+        ::shutdown(coord_.get(), SHUT_RDWR);
+      }
+      throw;
+    }
+  }
+
+ private:
+  std::string call_name() const {
+    return "all-gather #" + std::to_string(seq_);
+  }
+  std::string timeout_text() const {
+    return "timed out after " + format_duration(o_.timeout);
+  }
+
+  ErrorContext client_ctx() const {
+    return {.rank = o_.rank, .peer = 0, .address = address_};
+  }
+
+  void dial(const Deadline& dl) {
+    const ErrorContext ctx = client_ctx();
+    const SockAddr addr = resolve(hp_, o_.rank);
+    Fd fd;
+    for (int attempt = 0;; ++attempt) {
+      int err = 0;
+      fd = try_connect(addr, dl, &err);
+      if (fd.valid()) {
+        break;
+      }
+      if (dl.expired()) {
+        ErrorContext c = ctx;
+        c.sys_errno = err;
+        raise(ErrorKind::Timeout,
+              timeout_text() + " waiting for the coordinator to accept a " +
+                  "connection (is rank 0 running at JACCL_COORDINATOR?)",
+              c);
+      }
+      if (attempt == 0) {
+        // Workers often start before rank 0: expected, not an error.
+        JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                                << " not reachable yet (" << std::strerror(err)
+                                << "); retrying for up "
+                                << "to " << format_duration(o_.timeout));
+      }
+      sleep_for_retry(attempt, dl);
+    }
+    set_nodelay(fd.get());
+    Hello me;
+    me.channel = Channel::Coordinator;
+    me.rank = o_.rank;
+    me.size = o_.size;
+    me.job = job_;
+    me.nonce = random_nonce();
+    try {
+      client_handshake(fd.get(), me, o_.token, dl, ctx);
+    } catch (const TimeoutError&) {
+      raise(ErrorKind::Timeout,
+            timeout_text() + " waiting for the coordinator to finish the " +
+                "connection handshake",
+            ctx);
+    }
+    coord_ = std::move(fd);
+  }
+
+  // recv_all with the coordinator named in the errors.
+  void recv_reply(void* buf, size_t len, const Deadline& dl) {
+    try {
+      recv_all(coord_.get(), buf, len, dl, client_ctx());
+    } catch (const PeerLostError&) {
+      raise(ErrorKind::PeerLost,
+            "lost the connection to the coordinator (rank 0) during " +
+                call_name() + " (rank 0 exited or crashed?)",
+            client_ctx());
+    } catch (const TimeoutError&) {
+      raise(ErrorKind::Timeout,
+            timeout_text() + " waiting for the coordinator to answer " +
+                call_name() + " (rank 0 or another rank is stuck)",
+            client_ctx());
+    }
+  }
+
+  void exchange(const char* src, char* dst, size_t n) {
+    // Both deadlines start now: the first call, connection included, is
+    // bounded by the timeout (plus the grace for rank 0's report).
+    const Deadline dl = o_.timeout.count() > 0
+                            ? Deadline::after(o_.timeout + kReplyGrace)
+                            : Deadline::never();
+    if (!coord_.valid()) {
+      dial(Deadline::after(o_.timeout));
+    }
+    const int fd = coord_.get();
+    const auto req = star::encode_request(n);
+    // Send while watching for an early reply: rank 0 answers a size mismatch
+    // or a lost rank with an error frame without reading the rest, and we
+    // must not sit blocked in send() meanwhile.
+    const size_t total = kRequestBytes + n;
+    size_t done = 0;
+    bool early = false;
+    while (done < total && !early) {
+      const bool in_head = done < kRequestBytes;
+      const char* p = in_head ? reinterpret_cast<const char*>(req.data()) + done
+                              : src + (done - kRequestBytes);
+      size_t left = in_head ? kRequestBytes - done : total - done;
+      ssize_t k = ::send(fd, p, std::min(left, kMaxIoSlice), MSG_NOSIGNAL);
+      if (k > 0) {
+        done += static_cast<size_t>(k);
+      } else if (k < 0 && errno == EINTR) {
+        continue;
+      } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd pf{fd, POLLOUT | POLLIN, 0};
+        if (::poll(&pf, 1, dl.poll_ms()) <= 0 && dl.expired()) {
+          raise(ErrorKind::Timeout,
+                timeout_text() + " sending " + call_name() +
+                    " to the coordinator (rank 0 is not reading)",
+                client_ctx());
+        }
+        early = (pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+      } else {
+        early = true;  // broken: rank 0 may still have left us an error frame
+      }
+    }
+    std::array<uint8_t, kReplyBytes> head{};
+    recv_reply(head.data(), head.size(), dl);
+    std::string why;
+    auto h = star::decode_reply(head, &why);
+    if (!h) {
+      raise(
+          ErrorKind::Protocol,
+          "malformed reply from the coordinator to " + call_name() + ": " + why,
+          client_ctx());
+    }
+    if (h->status == star::Status::Error) {
+      std::string msg(h->length, '\0');
+      recv_reply(msg.data(), msg.size(), dl);
+      raise(h->kind, "coordinator reports: " + msg, {.rank = o_.rank});
+    }
+    const size_t want = n * static_cast<size_t>(o_.size);
+    if (early || h->length != want) {
+      raise(ErrorKind::Protocol,
+            "the coordinator's reply to " + call_name() + " holds " +
+                std::to_string(h->length) + " bytes, expected " +
+                std::to_string(want),
+            client_ctx());
+    }
+    recv_reply(dst, want, dl);
+  }
+
+  TcpStarOptions o_;
+  HostPort hp_;
+  std::string address_;
+  uint64_t job_;
+  uint64_t calls_ = 0;
+  uint64_t seq_ = 0;  // number of the call in progress
+  Fd coord_;
+};
+
+// Serializes calls, and makes one failure poison the channel: later calls
+// repeat it instead of talking to a star that is already broken.
+struct Guard {
+  std::mutex mu;
+  std::exception_ptr failed;
+  AllGatherFn fn;
+};
+
+}  // namespace
+
 AllGatherFn make_tcp_star(const TcpStarOptions& o) {
-  raise(ErrorKind::Internal, "TCP star not built yet", {.rank = o.rank});
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
+    raise(ErrorKind::Config,
+          "TCP coordinator: rank " + std::to_string(o.rank) +
+              " is not in [0, " + std::to_string(o.size) + ")",
+          {.rank = o.rank});
+  }
+  if (o.size == 1) {
+    // Nobody to talk to: no sockets at all.
+    return [](const char* src, char* dst, size_t n) {
+      if (n != 0) {
+        std::memmove(dst, src, n);
+      }
+    };
+  }
+  auto g = std::make_shared<Guard>();
+  if (o.rank == 0) {
+    g->fn = star::make_server(o);
+  } else {
+    auto client = std::make_shared<Client>(o);
+    g->fn = [client](const char* src, char* dst, size_t n) {
+      client->call(src, dst, n);
+    };
+  }
+  return
+      [g, rank = o.rank, size = o.size](const char* src, char* dst, size_t n) {
+        std::lock_guard<std::mutex> lock(g->mu);
+        if (g->failed) {
+          std::rethrow_exception(g->failed);
+        }
+        try {
+          if (n != 0 && static_cast<size_t>(size) >
+                            std::numeric_limits<size_t>::max() / n) {
+            raise(ErrorKind::Usage,
+                  "all-gather of " + std::to_string(n) + " bytes overflows",
+                  {.rank = rank});
+          }
+          g->fn(src, dst, n);
+        } catch (...) {
+          g->failed = std::current_exception();
+          throw;
+        }
+      };
 }
 
 }  // namespace jaccl::detail

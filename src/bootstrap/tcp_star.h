@@ -2,9 +2,16 @@
 // The default side channel: a TCP star rooted at rank 0 (JACCL_COORDINATOR).
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "common/deadline.h"
+#include "common/handshake.h"
+#include "jaccl/error.h"
 #include "jaccl/side_channel.h"
 
 namespace jaccl::detail {
@@ -21,5 +28,44 @@ struct TcpStarOptions {
 // connects and completes the handshake on the first call. The returned
 // function keeps the connections for its lifetime.
 AllGatherFn make_tcp_star(const TcpStarOptions& options);
+
+// The star's wire format after the handshake, exposed for tests and fuzzing.
+//   rank r -> 0  Request: magic u32, reserved u32, n_bytes u64, then payload
+//   0 -> rank r  Reply:   magic u32, status u32, kind u32, reserved u32,
+//                         length u64, then size * n_bytes bytes (Ok) or an
+//                         error message every rank throws (Error)
+namespace star {
+
+// Rank 0's half (tcp_star_server.cpp): binds at once, then serves one
+// all-gather per call. make_tcp_star adds locking and poisoning.
+AllGatherFn make_server(const TcpStarOptions& options);
+
+inline constexpr size_t kRequestBytes = 16;
+inline constexpr size_t kReplyBytes = 24;
+inline constexpr size_t kMaxErrorMessage = 4096;
+
+enum class Status : uint32_t { Ok = 0, Error = 1 };
+
+struct ReplyHeader {
+  Status status = Status::Ok;
+  ErrorKind kind = ErrorKind::Internal;  // meaningful for Error only
+  uint64_t length = 0;
+};
+
+std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes);
+// n_bytes, or nullopt when the bytes are not a request.
+std::optional<uint64_t> decode_request(std::span<const uint8_t> bytes);
+
+std::array<uint8_t, kReplyBytes> encode_reply(const ReplyHeader& h);
+// nullopt (and *why) when the bytes are not a well-formed reply header.
+std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> bytes,
+                                        std::string* why);
+
+// Why rank 0 refuses a connection that completed the handshake, or "" to
+// admit it. connected[r] tells whether rank r already has a connection.
+std::string admission_problem(const Hello& h, int size, uint64_t job,
+                              const std::vector<bool>& connected);
+
+}  // namespace star
 
 }  // namespace jaccl::detail

@@ -1,0 +1,117 @@
+// Copyright 2026 the jaccl authors.
+// The TCP star's wire format after the handshake and rank 0's admission rule:
+// pure functions, so tests and the fuzzer reach them without sockets.
+#include <string>
+
+#include "bootstrap/tcp_star.h"
+
+namespace jaccl::detail {
+
+namespace star {
+
+namespace {
+
+constexpr uint32_t kRequestMagic = 0x51524a53;  // "SJRQ"
+constexpr uint32_t kReplyMagic = 0x50524a53;    // "SJRP"
+
+void put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i)
+    v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+uint64_t get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes) {
+  std::array<uint8_t, kRequestBytes> b{};
+  put32(&b[0], kRequestMagic);
+  put64(&b[8], n_bytes);
+  return b;
+}
+
+std::optional<uint64_t> decode_request(std::span<const uint8_t> b) {
+  if (b.size() != kRequestBytes || get32(&b[0]) != kRequestMagic) {
+    return std::nullopt;
+  }
+  return get64(&b[8]);
+}
+
+std::array<uint8_t, kReplyBytes> encode_reply(const ReplyHeader& h) {
+  std::array<uint8_t, kReplyBytes> b{};
+  put32(&b[0], kReplyMagic);
+  put32(&b[4], static_cast<uint32_t>(h.status));
+  put32(&b[8], static_cast<uint32_t>(h.kind));
+  put64(&b[16], h.length);
+  return b;
+}
+
+std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> b,
+                                        std::string* why) {
+  if (b.size() != kReplyBytes || get32(&b[0]) != kReplyMagic) {
+    *why = "bad magic";
+    return std::nullopt;
+  }
+  ReplyHeader h;
+  uint32_t status = get32(&b[4]);
+  uint32_t kind = get32(&b[8]);
+  h.length = get64(&b[16]);
+  if (status > 1) {
+    *why = "unknown status " + std::to_string(status);
+    return std::nullopt;
+  }
+  h.status = static_cast<Status>(status);
+  if (h.status == Status::Error) {
+    if (kind > static_cast<uint32_t>(ErrorKind::Internal)) {
+      *why = "unknown error kind " + std::to_string(kind);
+      return std::nullopt;
+    }
+    if (h.length > kMaxErrorMessage) {
+      *why = "error message of " + std::to_string(h.length) + " bytes";
+      return std::nullopt;
+    }
+    h.kind = static_cast<ErrorKind>(kind);
+  }
+  return h;
+}
+
+std::string admission_problem(const Hello& h, int size, uint64_t job,
+                              const std::vector<bool>& connected) {
+  if (h.channel != Channel::Coordinator) {
+    return std::string("this is the coordinator, not a ") +
+           channel_name(h.channel) + " listener";
+  }
+  if (h.size != size) {
+    return "job size " + std::to_string(h.size) + " differs from the " +
+           "coordinator's " + std::to_string(size);
+  }
+  if (h.rank < 1 || h.rank >= size) {
+    return "rank " + std::to_string(h.rank) + " is out of range 1.." +
+           std::to_string(size - 1);
+  }
+  if (h.job != job) {
+    return "another job (job token fingerprint differs)";
+  }
+  if (static_cast<size_t>(h.rank) < connected.size() && connected[h.rank]) {
+    return "rank " + std::to_string(h.rank) + " is already connected";
+  }
+  return "";
+}
+
+}  // namespace star
+
+}  // namespace jaccl::detail

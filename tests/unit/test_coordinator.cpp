@@ -1,0 +1,491 @@
+// Copyright 2026 the jaccl authors.
+// The default TCP star coordinator, over real loopback sockets: real worker
+// processes (tests/workers/star_worker.cpp) for jobs, threads of this process
+// for stray clients and the cases that need a precise order of events.
+// Deadlines only keep a broken build from hanging; nothing asserts timings.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/tcp_star.h"
+#include "common/handshake.h"
+#include "common/net.h"
+#include "support/proc.h"
+
+namespace jaccl::test {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Millis;
+
+constexpr auto kJobDeadline = 60s;  // never reached unless something is broken
+
+using RankEnv = std::map<int, std::map<std::string, std::string>>;
+
+struct StarJob {
+  int port;
+  std::string address;
+  Job job;
+};
+
+// n star_worker processes; common env for all, per_rank on top.
+StarJob start_job(int n, const std::map<std::string, std::string>& common,
+                  const RankEnv& per_rank = {}) {
+  int port = free_loopback_port();
+  std::string address = "127.0.0.1:" + std::to_string(port);
+  auto job = Job::start(worker_path("star_worker"), {}, n, [&](int rank) {
+    std::map<std::string, std::string> e{
+        {"JACCL_RANK", std::to_string(rank)},
+        {"JACCL_SIZE", std::to_string(n)},
+        {"JACCL_COORDINATOR", address},
+        {"JACCL_TOKEN", kUnsetEnv},
+        {"JACCL_TIMEOUT", "60"},
+        {"STAR_MODE", kUnsetEnv},
+        {"STAR_SIZES", kUnsetEnv},
+        {"STAR_GO_FILE", kUnsetEnv},
+        {"STAR_DELAY_MS", kUnsetEnv},
+    };
+    for (const auto& [k, v] : common)
+      e[k] = v;
+    if (auto it = per_rank.find(rank); it != per_rank.end()) {
+      for (const auto& [k, v] : it->second)
+        e[k] = v;
+    }
+    return e;
+  });
+  return {port, address, std::move(job)};
+}
+
+void expect_all_ok(const std::vector<ProcResult>& res) {
+  for (size_t r = 0; r < res.size(); ++r) {
+    EXPECT_TRUE(res[r].exited_ok() &&
+                res[r].output.find("OK") != std::string::npos)
+        << "rank " << r << ": " << res[r].describe() << "\n"
+        << res[r].output;
+  }
+}
+
+// The rank exited 3 with a jaccl error of this kind whose text has needle.
+void expect_error(const std::vector<ProcResult>& res, int rank,
+                  const std::string& kind, const std::string& needle) {
+  const ProcResult& p = res[static_cast<size_t>(rank)];
+  EXPECT_EQ(p.exit_code, 3) << "rank " << rank << ": " << p.describe() << "\n"
+                            << p.output;
+  EXPECT_NE(p.output.find("ERROR " + kind + ":"), std::string::npos)
+      << "rank " << rank << " output:\n"
+      << p.output;
+  EXPECT_NE(p.output.find(needle), std::string::npos)
+      << "rank " << rank << " should mention '" << needle << "':\n"
+      << p.output;
+}
+
+void run_ok(int n, const std::string& sizes, const RankEnv& per_rank = {}) {
+  auto sj = start_job(n, {{"STAR_SIZES", sizes}}, per_rank);
+  expect_all_ok(sj.job.wait(kJobDeadline));
+}
+
+// ---- jobs that complete ---------------------------------------------------
+
+TEST(CoordinatorGather, TwoRanks) {
+  run_ok(2, "0,1,200,201,1048576");
+}
+
+TEST(CoordinatorGather, ThreeRanks) {
+  run_ok(3, "0,1,200,201,1048576");
+}
+
+TEST(CoordinatorGather, EightRanks) {
+  run_ok(8, "0,1,200,201,1048576");
+}
+
+TEST(CoordinatorGather, SixtyFourRanks) {
+  run_ok(64, "0,1,200,201,4096");
+}
+
+TEST(CoordinatorGather, WorkersStartBeforeRankZero) {
+  run_ok(3, "0,200,1048576", {{0, {{"STAR_DELAY_MS", "700"}}}});
+}
+
+TEST(CoordinatorGather, WithToken) {
+  auto sj = start_job(4, {{"JACCL_TOKEN", "s3cret"}, {"STAR_SIZES", "1,201"}});
+  expect_all_ok(sj.job.wait(kJobDeadline));
+}
+
+// ---- failures ---------------------------------------------------------------
+
+TEST(CoordinatorFailure, MissingRankTimesOutNamingIt) {
+  auto sj = start_job(3, {{"JACCL_TIMEOUT", "3"}, {"STAR_SIZES", "8"}},
+                      {{2, {{"STAR_MODE", "absent"}}}});
+  auto res = sj.job.wait(kJobDeadline);
+  const std::string needle =
+      "waiting for rank 2 to connect to coordinator " + sj.address;
+  expect_error(res, 0, "Timeout", needle);
+  expect_error(res, 1, "Timeout", needle);
+}
+
+TEST(CoordinatorFailure, KilledRankIsNamedFast) {
+  // The configured timeout is far beyond the test's deadline: only a prompt
+  // PeerLost lets the survivors exit in time.
+  auto sj = start_job(4, {{"JACCL_TIMEOUT", "300"}, {"STAR_SIZES", "8,8"}},
+                      {{2, {{"STAR_MODE", "hang-after-first"}}}});
+  ASSERT_TRUE(sj.job.wait_for_output(2, "READY", kJobDeadline))
+      << sj.job.output(2);
+  sj.job.kill(2, SIGKILL);
+  auto res = sj.job.wait(kJobDeadline);
+  EXPECT_EQ(res[2].term_signal, SIGKILL);
+  for (int r : {0, 1, 3}) {
+    expect_error(res, r, "PeerLost", "rank 2 closed its connection");
+  }
+}
+
+TEST(CoordinatorFailure, KilledRankZeroIsNamed) {
+  auto sj = start_job(3, {{"JACCL_TIMEOUT", "300"}, {"STAR_SIZES", "8,8"}},
+                      {{0, {{"STAR_MODE", "hang-after-first"}}}});
+  ASSERT_TRUE(sj.job.wait_for_output(0, "READY", kJobDeadline))
+      << sj.job.output(0);
+  sj.job.kill(0, SIGKILL);
+  auto res = sj.job.wait(kJobDeadline);
+  for (int r : {1, 2}) {
+    expect_error(res, r, "PeerLost", "coordinator (rank 0)");
+  }
+}
+
+TEST(CoordinatorFailure, RankExitingMidGatherIsNamed) {
+  auto sj = start_job(3, {{"JACCL_TIMEOUT", "300"}, {"STAR_SIZES", "8,8,8"}},
+                      {{1, {{"STAR_MODE", "exit-after-first"}}}});
+  auto res = sj.job.wait(kJobDeadline);
+  EXPECT_EQ(res[1].exit_code, 0) << res[1].output;
+  expect_error(res, 0, "PeerLost", "rank 1 closed its connection");
+  expect_error(res, 2, "PeerLost", "rank 1 closed its connection");
+}
+
+TEST(CoordinatorFailure, SizeMismatchIsTheSameErrorEverywhere) {
+  // 1 MiB, so the odd rank is still blocked sending when rank 0 answers.
+  auto sj =
+      start_job(3, {{"JACCL_TIMEOUT", "300"}, {"STAR_SIZES", "200,1048576"}},
+                {{1, {{"STAR_MODE", "mismatch-n"}}}});
+  auto res = sj.job.wait(kJobDeadline);
+  for (int r : {0, 1, 2}) {
+    expect_error(res, r, "Protocol", "rank 1 passed 1048577 bytes");
+    expect_error(res, r, "Protocol", "ranks 0, 2 passed 1048576 bytes");
+  }
+}
+
+TEST(CoordinatorFailure, WrongTokenWorkerIsRefused) {
+  auto sj = start_job(
+      3,
+      {{"JACCL_TOKEN", "s3cret"}, {"JACCL_TIMEOUT", "3"}, {"STAR_SIZES", "8"}},
+      {{2, {{"JACCL_TOKEN", "wrong"}}}});
+  auto res = sj.job.wait(kJobDeadline);
+  expect_error(res, 2, "Config", "JACCL_TOKEN");
+  expect_error(res, 0, "Timeout", "waiting for rank 2 to connect");
+  expect_error(res, 1, "Timeout", "waiting for rank 2 to connect");
+}
+
+// ---- stray clients ----------------------------------------------------------
+
+detail::Fd dial(const std::string& address) {
+  auto addr = detail::resolve(detail::parse_host_port(address, "test"));
+  return detail::connect_with_retry(addr, detail::Deadline::after(30s), {},
+                                    [](int, int) {});
+}
+
+// True if the server closes the connection (EOF or reset) within 20 s.
+bool server_drops(int fd) {
+  auto dl = detail::Deadline::after(20s);
+  char buf[256];
+  while (!dl.expired()) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, dl.poll_ms()) <= 0) {
+      continue;
+    }
+    ssize_t k = ::recv(fd, buf, sizeof(buf), 0);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The handshake as a client; returns the error text ("" when accepted).
+std::string try_handshake(const std::string& address, detail::Hello h,
+                          const std::string& token) {
+  auto fd = dial(address);
+  h.nonce = detail::random_nonce();
+  try {
+    detail::client_handshake(fd.get(), h, token, detail::Deadline::after(20s),
+                             {});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+detail::Hello hello(int rank, int size, const std::string& token,
+                    detail::Channel ch = detail::Channel::Coordinator) {
+  detail::Hello h;
+  h.channel = ch;
+  h.rank = rank;
+  h.size = size;
+  h.job = detail::token_fingerprint(token);
+  return h;
+}
+
+TEST(CoordinatorStray, StraysDoNotDisturbTheJob) {
+  const std::string token = "s3cret";
+  auto go = std::filesystem::temp_directory_path() /
+            ("jaccl-star-go-" + std::to_string(::getpid()));
+  std::filesystem::remove(go);
+  // Ranks 1 and 2 wait for the go file, so every stray reaches rank 0 first.
+  auto sj = start_job(3,
+                      {{"JACCL_TOKEN", token},
+                       {"STAR_SIZES", "0,200,1048576"},
+                       {"JACCL_TIMEOUT", "60"}},
+                      {{1, {{"STAR_GO_FILE", go.string()}}},
+                       {2, {{"STAR_GO_FILE", go.string()}}}});
+  ASSERT_TRUE(sj.job.wait_for_output(0, "LISTENING", kJobDeadline));
+  const std::string& a = sj.address;
+
+  // Connections that stay open, idle or half-way, through the whole job.
+  auto idle = dial(a);
+  auto partial = dial(a);
+  auto hb = detail::encode_hello(hello(1, 3, token));
+  ASSERT_EQ(::send(partial.get(), hb.data(), 20, MSG_NOSIGNAL), 20);
+
+  {
+    auto fd = dial(a);
+    std::string junk(1000, '\0');
+    for (size_t i = 0; i < junk.size(); ++i)
+      junk[i] = static_cast<char>(std::rand());
+    ::send(fd.get(), junk.data(), junk.size(), MSG_NOSIGNAL);
+    EXPECT_TRUE(server_drops(fd.get())) << "random bytes";
+  }
+  {
+    auto fd = dial(a);
+    auto bad = detail::encode_hello(hello(1, 3, token));
+    bad[0] ^= 0xff;
+    ::send(fd.get(), bad.data(), bad.size(), MSG_NOSIGNAL);
+    EXPECT_TRUE(server_drops(fd.get())) << "wrong magic";
+  }
+  {
+    auto fd = dial(a);
+    std::string get = "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    ::send(fd.get(), get.data(), get.size(), MSG_NOSIGNAL);
+    EXPECT_TRUE(server_drops(fd.get())) << "HTTP GET";
+  }
+  {
+    auto fd = dial(a);
+    ::shutdown(fd.get(), SHUT_WR);  // connects and hangs up at once
+    EXPECT_TRUE(server_drops(fd.get())) << "immediate close";
+  }
+  EXPECT_NE(try_handshake(a, hello(1, 3, "wrong"), "wrong").find("JACCL_TOKEN"),
+            std::string::npos);
+  EXPECT_NE(try_handshake(a, hello(1, 3, ""), "").find("JACCL_TOKEN"),
+            std::string::npos);
+  EXPECT_NE(try_handshake(a, hello(7, 3, token), token).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(try_handshake(a, hello(0, 3, token), token).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(try_handshake(a, hello(1, 4, token), token).find("job size 4"),
+            std::string::npos);
+  EXPECT_NE(try_handshake(a, hello(1, 3, token, detail::Channel::Data), token)
+                .find("not a data listener"),
+            std::string::npos);
+
+  {
+    std::FILE* f = std::fopen(go.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  auto res = sj.job.wait(kJobDeadline);
+  std::filesystem::remove(go);
+  expect_all_ok(res);
+}
+
+// A rank-0 or rank-r star running on a thread of this process.
+struct StarThread {
+  std::thread t;
+  std::exception_ptr error;
+  std::vector<char> out;
+
+  void start(detail::TcpStarOptions o, std::vector<char> in) {
+    t = std::thread([this, o, in] {
+      try {
+        auto fn = detail::make_tcp_star(o);
+        out.resize(in.size() * static_cast<size_t>(o.size));
+        fn(in.data(), out.data(), in.size());
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+  }
+  std::string join() {
+    t.join();
+    if (!error)
+      return "";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+};
+
+TEST(CoordinatorStray, DuplicateRankIsRefused) {
+  // Without a token anyone who speaks the protocol may take a free rank, so
+  // the order matters: the real rank 1 (this test) first, then its double.
+  const int port = free_loopback_port();
+  const std::string a = "127.0.0.1:" + std::to_string(port);
+  detail::TcpStarOptions o{0, 3, a, "", Millis(60000)};
+  auto r0 = detail::make_tcp_star(o);  // bound before anyone dials
+  std::vector<char> out0(3 * 4);
+  std::exception_ptr err0;
+  std::thread t0([&] {
+    try {
+      r0("r0r0", out0.data(), 4);
+    } catch (...) {
+      err0 = std::current_exception();
+    }
+  });
+
+  auto one = dial(a);
+  auto h1 = hello(1, 3, "");
+  h1.nonce = detail::random_nonce();
+  auto dl = detail::Deadline::after(30s);
+  ASSERT_NO_THROW(detail::client_handshake(one.get(), h1, "", dl, {}));
+  EXPECT_NE(try_handshake(a, hello(1, 3, ""), "").find("already connected"),
+            std::string::npos);
+
+  StarThread r2;
+  r2.start({2, 3, a, "", Millis(60000)}, {'r', '2', 'r', '2'});
+  auto req = detail::star::encode_request(4);
+  detail::send_all(one.get(), req.data(), req.size(), dl, {});
+  detail::send_all(one.get(), "r1r1", 4, dl, {});
+  std::array<uint8_t, detail::star::kReplyBytes> head{};
+  detail::recv_all(one.get(), head.data(), head.size(), dl, {});
+  std::string why;
+  auto h = detail::star::decode_reply(head, &why);
+  ASSERT_TRUE(h) << why;
+  ASSERT_EQ(h->status, detail::star::Status::Ok);
+  ASSERT_EQ(h->length, 12u);
+  std::string got(12, '\0');
+  detail::recv_all(one.get(), got.data(), got.size(), dl, {});
+  EXPECT_EQ(got, "r0r0r1r1r2r2");
+  EXPECT_EQ(r2.join(), "");
+  t0.join();
+  EXPECT_FALSE(err0);
+  EXPECT_EQ(std::string(out0.begin(), out0.end()), "r0r0r1r1r2r2");
+}
+
+// ---- init-time errors and small cases --------------------------------------
+
+TEST(CoordinatorInit, AddressInUseNamesTheAddress) {
+  auto taken = detail::listen_tcp(
+      detail::resolve(detail::parse_host_port("127.0.0.1:0", "test")), 4);
+  const std::string a =
+      "127.0.0.1:" +
+      std::to_string(detail::port_of(detail::local_address(taken.get())));
+  try {
+    detail::make_tcp_star({0, 2, a, "", Millis(5000)});
+    FAIL() << "bound a port that is in use";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(a), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CoordinatorInit, UnresolvableHostNamesTheAddress) {
+  try {
+    detail::make_tcp_star(
+        {0, 2, "no-such-host.invalid:5000", "", Millis(5000)});
+    FAIL() << "resolved an invalid host";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-host.invalid:5000"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CoordinatorInit, MissingPortIsAConfigError) {
+  EXPECT_THROW(detail::make_tcp_star({0, 2, "127.0.0.1", "", Millis(5000)}),
+               ConfigError);
+  EXPECT_THROW(detail::make_tcp_star({1, 2, "localhost", "", Millis(5000)}),
+               ConfigError);
+}
+
+TEST(CoordinatorInit, SizeOneUsesNoSockets) {
+  // An unresolvable address proves nothing is bound or dialled.
+  auto fn =
+      detail::make_tcp_star({0, 1, "no-such-host.invalid:1", "", Millis(1000)});
+  char out[5] = {};
+  fn("abcd", out, 4);
+  EXPECT_STREQ(out, "abcd");
+  fn(nullptr, nullptr, 0);
+}
+
+TEST(CoordinatorInit, RankZeroAloneTimesOutNamingEveryone) {
+  const int port = free_loopback_port();
+  const std::string a = "127.0.0.1:" + std::to_string(port);
+  StarThread r0;
+  r0.start({0, 3, a, "", Millis(1500)}, {'x'});
+  std::string what = r0.join();
+  EXPECT_NE(what.find("timed out after 1.5 s waiting for ranks 1, 2 to "
+                      "connect to coordinator " +
+                      a),
+            std::string::npos)
+      << what;
+  // And later calls repeat the failure instead of waiting again.
+}
+
+TEST(CoordinatorInit, WorkerAloneTimesOutNamingTheCoordinator) {
+  const int port = free_loopback_port();
+  const std::string a = "127.0.0.1:" + std::to_string(port);
+  auto fn = detail::make_tcp_star({1, 2, a, "", Millis(1000)});
+  char out[2];
+  try {
+    fn("x", out, 1);
+    FAIL() << "no coordinator, yet the call returned";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("waiting for the coordinator"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(a), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(fn("x", out, 1), TimeoutError);  // poisoned, not retried
+}
+
+TEST(CoordinatorWire, RoundTripsAndRejectsGarbage) {
+  namespace s = detail::star;
+  auto rq = s::encode_request(123456789);
+  EXPECT_EQ(s::decode_request(rq), 123456789u);
+  rq[0] ^= 1;
+  EXPECT_FALSE(s::decode_request(rq));
+
+  std::string why;
+  auto rp = s::encode_reply({s::Status::Error, ErrorKind::PeerLost, 17});
+  auto h = s::decode_reply(rp, &why);
+  ASSERT_TRUE(h) << why;
+  EXPECT_EQ(h->status, s::Status::Error);
+  EXPECT_EQ(h->kind, ErrorKind::PeerLost);
+  EXPECT_EQ(h->length, 17u);
+  auto huge = s::encode_reply({s::Status::Error, ErrorKind::Io, 1u << 30});
+  EXPECT_FALSE(s::decode_reply(huge, &why));
+  rp[4] = 7;  // unknown status
+  EXPECT_FALSE(s::decode_reply(rp, &why));
+}
+
+}  // namespace
+}  // namespace jaccl::test
