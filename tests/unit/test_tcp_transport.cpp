@@ -221,9 +221,9 @@ TEST(TcpSetup, InitBuildsAWorkingGroup) {
   }
 }
 
-TEST(TcpSetup, ShmTransportIsNotBuiltYet) {
+TEST(TcpSetup, UnknownTransportIsAConfigError) {
   Config cfg;
-  cfg.set_rank(0).set_size(1).set_transport("shm").set_all_gather(
+  cfg.set_rank(0).set_size(1).set_transport("rdma").set_all_gather(
       [](const char* src, char* dst, size_t n) { std::memcpy(dst, src, n); });
   EXPECT_THROW(init(cfg, true), ConfigError);
 }
