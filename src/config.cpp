@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "bootstrap/mpi_channel.h"
+#include "bootstrap/uri.h"
 #include "common/env.h"
 #include "common/net.h"
 #include "jaccl/jaccl.h"
@@ -227,6 +229,16 @@ Config& Config::set_wires(int wires) {
   return *this;
 }
 
+Config& Config::set_side_channel(std::string uri) {
+  side_channel_ = std::move(uri);
+  return *this;
+}
+
+Config& Config::set_job(std::string job) {
+  job_ = std::move(job);
+  return *this;
+}
+
 Config& Config::set_transport(std::string transport) {
   transport_ = std::move(transport);
   return *this;
@@ -304,18 +316,28 @@ std::string Config::invalid_reason() const {
     why.push_back("rank " + std::to_string(rank_) +
                   " is out of range for group size " + std::to_string(size_));
   }
-  if (coordinator_.empty() && !all_gather_fn_ && !all_gather_factory_) {
+  if (coordinator_.empty() && side_channel_.empty() && !all_gather_fn_ &&
+      !all_gather_factory_) {
     why.push_back(
         "no way to bootstrap: give a coordinator address (JACCL_COORDINATOR/"
-        "MLX_JACCL_COORDINATOR or Config::set_coordinator), an all-gather "
+        "MLX_JACCL_COORDINATOR or Config::set_coordinator), a side-channel "
+        "URI (JACCL_SIDE_CHANNEL or Config::set_side_channel), an all-gather "
         "function (Config::set_all_gather) or an all-gather factory "
         "(Config::set_all_gather_factory or init(strict, factory))");
-  } else if (!coordinator_.empty() && !all_gather_fn_ && !all_gather_factory_ &&
+  } else if (!coordinator_.empty() && side_channel_.empty() &&
+             !all_gather_fn_ && !all_gather_factory_ &&
              !mentions("='" + coordinator_ + "' is not host:port")) {
     try {
       detail::parse_host_port(coordinator_, "coordinator");
     } catch (const Error& e) {
       why.push_back(std::string(e.what()).substr(8));  // drop "[jaccl] "
+    }
+  }
+  if (!side_channel_.empty() && !all_gather_fn_ && !all_gather_factory_) {
+    try {
+      detail::parse_side_channel_uri(side_channel_);
+    } catch (const Error& e) {
+      why.push_back(std::string(e.what()).substr(8));
     }
   }
   if (!devices_.empty() && problems_.empty() && !is_valid_mesh() &&
@@ -347,21 +369,34 @@ Config Config::from_env() {
   Config cfg;
   auto get = [](EnvVar v) { return detail::env_get(v); };
 
-  if (get(EnvVar::Rank)) {
-    auto v = parse_int(get(EnvVar::Rank));
-    if (!v || *v < 0 || *v > INT32_MAX) {
-      cfg.record(describe(EnvVar::Rank) + " is not a non-negative integer");
+  // Rank and size: JACCL_* / MLX_* first, then the launcher's variables
+  // (Open MPI, PMI, Slurm), in that order, as a pair from one launcher.
+  const EnvVar rank_vars[] = {EnvVar::Rank, EnvVar::OmpiRank, EnvVar::PmiRank,
+                              EnvVar::SlurmRank};
+  const EnvVar size_vars[] = {EnvVar::Size, EnvVar::OmpiSize, EnvVar::PmiSize,
+                              EnvVar::SlurmSize};
+  EnvVar rank_from = EnvVar::Rank, size_from_var = EnvVar::Size;
+  for (EnvVar v : rank_vars) {
+    if (!get(v)) continue;
+    rank_from = v;
+    auto r = parse_int(get(v));
+    if (!r || *r < 0 || *r > INT32_MAX) {
+      cfg.record(describe(v) + " is not a non-negative integer");
     } else {
-      cfg.set_rank(static_cast<int>(*v));
+      cfg.set_rank(static_cast<int>(*r));
     }
+    break;
   }
-  if (get(EnvVar::Size)) {
-    auto v = parse_int(get(EnvVar::Size));
-    if (!v || *v < 1 || *v > INT32_MAX) {
-      cfg.record(describe(EnvVar::Size) + " is not a positive integer");
+  for (EnvVar v : size_vars) {
+    if (!get(v)) continue;
+    size_from_var = v;
+    auto n = parse_int(get(v));
+    if (!n || *n < 1 || *n > INT32_MAX) {
+      cfg.record(describe(v) + " is not a positive integer");
     } else {
-      cfg.set_size(static_cast<int>(*v));
+      cfg.set_size(static_cast<int>(*n));
     }
+    break;
   }
   if (get(EnvVar::IbvDevices)) {
     size_t before = cfg.problems_.size();
@@ -386,10 +421,23 @@ Config Config::from_env() {
     std::string size_from =
         !cfg.devices_.empty()
             ? "the device matrix of " + describe(EnvVar::IbvDevices)
-            : describe(EnvVar::Size);
-    cfg.record(describe(EnvVar::Rank) + " is out of range for group size " +
+            : describe(size_from_var);
+    cfg.record(describe(rank_from) + " is out of range for group size " +
                std::to_string(cfg.size_) + " (from " + size_from + ")");
   }
+  if (get(EnvVar::SideChannel)) {
+    cfg.set_side_channel(get(EnvVar::SideChannel));
+    // Under mpirun with mpi://, MPI itself knows rank and size.
+    if (cfg.side_channel_.rfind("mpi://", 0) == 0 &&
+        (cfg.rank_ < 0 || cfg.size_ < 1)) {
+      int r = -1, n = 0;
+      if (detail::mpi_rank_size(&r, &n)) {
+        if (cfg.rank_ < 0) cfg.set_rank(r);
+        if (cfg.size_ < 1) cfg.set_size(n);
+      }
+    }
+  }
+  if (get(EnvVar::Job)) cfg.set_job(get(EnvVar::Job));
   if (get(EnvVar::Ring)) {
     cfg.prefer_ring(parse_flag(get(EnvVar::Ring)));
   }

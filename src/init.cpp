@@ -1,10 +1,11 @@
 // Copyright 2026 the jaccl authors.
 // jaccl::init: validate the config, build the side channel (factory, then
-// function, then the TCP coordinator), then the group.
+// function, then URI, then the TCP coordinator), then the group.
 #include <memory>
 
 #include "bootstrap/side_channel.h"
 #include "bootstrap/tcp_star.h"
+#include "bootstrap/uri.h"
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
@@ -33,8 +34,9 @@ uint64_t config_fingerprint(const Config& cfg) {
   return fp.pack();
 }
 
-// Factory first, then the plain function, then the coordinator: upstream's
-// order, so code ported from MLX behaves the same.
+// Factory first, then the plain function, then a side-channel URI, then the
+// coordinator: upstream's order (with our URI slotted in before its
+// default), so code ported from MLX behaves the same.
 SideChannel make_side_channel(const Config& cfg) {
   int rank = cfg.get_rank(), size = cfg.get_size();
   uint64_t fp = config_fingerprint(cfg);
@@ -57,6 +59,13 @@ SideChannel make_side_channel(const Config& cfg) {
   if (cfg.get_all_gather()) {
     return SideChannel(rank, size, fp, cfg.get_all_gather(),
                        "user all-gather function", cfg.get_timeout(), true);
+  }
+  if (!cfg.get_side_channel().empty()) {
+    SideChannelSpec spec{cfg.get_side_channel(), rank,           size,
+                         cfg.get_job(),          cfg.get_token(), cfg.get_timeout()};
+    return SideChannel(rank, size, fp, make_side_channel_from_uri(spec),
+                       redact_uri(cfg.get_side_channel()), cfg.get_timeout(),
+                       false);
   }
   TcpStarOptions opt{rank, size, cfg.get_coordinator(), cfg.get_token(),
                      cfg.get_timeout()};

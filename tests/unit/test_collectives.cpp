@@ -467,7 +467,8 @@ TEST(CollectivesErrors, DifferentOpIsAProtocolErrorNamingThePeer) {
     auto g = make_groups({.n = 3, .wires = 2, .ring = ring});
     std::vector<std::string> msgs(3);
     run_ranks(3, [&](int r) {
-      std::vector<float> buf(3 * 16, 1.0f);
+      // Room for all_gather's output (3 x 64 bytes) after the input.
+      std::vector<float> buf(4 * 16, 1.0f);
       msgs[r] = expect_throw<ProtocolError>([&] {
         if (r == 1) {
           g[r]->all_gather(buf.data(), buf.data() + 16, 64);
