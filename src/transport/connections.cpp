@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/connections.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -15,9 +16,34 @@ FailureState::FailureState()
   }
 }
 
-FailureState::~FailureState() { ::close(wake_fd_); }
+FailureState::~FailureState() {
+  ::close(wake_fd_);
+}
 
-bool FailureState::fail(std::exception_ptr e) {
+namespace {
+
+bool is_peer_lost(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    return err.kind() == ErrorKind::PeerLost;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+bool FailureState::fail(std::exception_ptr e, bool authoritative) {
+  const int grace = grace_ms_.load();
+  if (!authoritative && grace > 0 && !failed() && is_peer_lost(e)) {
+    pollfd p{wake_fd_, POLLIN, 0};
+    while (::poll(&p, 1, grace) < 0 && errno == EINTR) {
+    }
+    if (failed()) {
+      return false;
+    }
+  }
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(mu_);

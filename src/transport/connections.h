@@ -34,7 +34,16 @@ class FailureState {
   int wake_fd() const { return wake_fd_; }
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // Records e if it is the first failure; returns true if it was.
-  bool fail(std::exception_ptr e);
+  // authoritative: the liveness monitor's verdict. A PeerLost seen on a data
+  // link is not: when peer B fails because rank D died and then exits, we
+  // may read B's closed data socket before the monitor reads B's notice
+  // naming D. So a non-authoritative PeerLost first waits up to the verdict
+  // grace for the monitor, and loses to its verdict if one comes.
+  bool fail(std::exception_ptr e, bool authoritative = false);
+  // Set by the transport when a liveness monitor runs (0: no waiting).
+  void set_verdict_grace(Millis grace) {
+    grace_ms_ = static_cast<int>(grace.count());
+  }
   // Throws the recorded failure, if any.
   void throw_if_failed() const;
   std::exception_ptr error() const;
@@ -47,6 +56,7 @@ class FailureState {
   std::exception_ptr error_;
   std::vector<std::function<void()>> hooks_;
   int wake_fd_ = -1;
+  std::atomic<int> grace_ms_{0};
 };
 
 // Sockets to the other ranks, set up by the transport.

@@ -142,6 +142,9 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     raise(ErrorKind::Io, "eventfd() failed",
           {.rank = rank, .sys_errno = errno});
   }
+  // A data link's PeerLost now waits this long for our verdict (see
+  // FailureState::fail): the monitor reads a peer's notice within ms.
+  state_->set_verdict_grace(Millis(1000));
   shared_->out.resize(control_.size());
   shared_->open.resize(control_.size());
   for (size_t p = 0; p < control_.size(); ++p) {
@@ -195,7 +198,8 @@ void LivenessMonitor::run() {
                   const Origin* relay) {
     t_relay = relay;
     if (state_->fail(
-            make_error(kind, what, {.rank = rank_, .sys_errno = err}))) {
+            make_error(kind, what, {.rank = rank_, .sys_errno = err}),
+            /*authoritative=*/true)) {
       JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << what);
     }
     t_relay = nullptr;
