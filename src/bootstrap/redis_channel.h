@@ -1,5 +1,5 @@
 // Copyright 2026 the jaccl authors.
-// redis:// side channel: the rendezvous protocol of file_channel.h over a
+// redis:// side channel: the rendezvous protocol of store_channel.h over a
 // Redis server (hiredis), keys <prefix>/<job>/<key>.
 //
 // Every record is SET with an expiry (EX: three times the timeout, at least
@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "bootstrap/file_channel.h"
+#include "bootstrap/store_channel.h"
 #include "common/deadline.h"
 #include "jaccl/side_channel.h"
 

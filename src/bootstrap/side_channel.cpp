@@ -1,18 +1,18 @@
 // Copyright 2026 the jaccl authors.
 #include "bootstrap/side_channel.h"
 
-#include <openssl/rand.h>
+#include <cxxabi.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/random.h"
 
 namespace jaccl::detail {
 
@@ -34,24 +34,6 @@ struct Header {
   uint64_t instance;
 };
 static_assert(sizeof(Header) == SideChannel::kHeaderBytes);
-
-// "2, 5, 7" (at most 16 listed).
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  for (size_t i = 0; i < ranks.size() && i < 16; ++i) {
-    out << (i ? ", " : "") << ranks[i];
-  }
-  if (ranks.size() > 16) {
-    out << " and " << ranks.size() - 16 << " more";
-  }
-  return out.str();
-}
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  ::RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof(v));
-  return v;
-}
 
 }  // namespace
 
@@ -137,6 +119,7 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
+    bool exited = false;  // the thread was unwound (pthread_exit, cancel)
     std::exception_ptr error;
     std::vector<char> in, out;
     AllGatherFn fn;
@@ -146,16 +129,27 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
   call->out.resize(n * static_cast<size_t>(size_));
   call->fn = fn_;
   std::thread([call, n] {
-    std::exception_ptr err;
+    // Reports the end however the thread ends, forced unwinding included.
+    struct Finish {
+      Call& c;
+      bool returned = false;
+      std::exception_ptr err;
+      ~Finish() {
+        std::lock_guard<std::mutex> lock(c.mu);
+        c.error = err;
+        c.exited = !returned;
+        c.done = true;
+        c.cv.notify_all();
+      }
+    } finish{*call};
     try {
       call->fn(call->in.data(), call->out.data(), n);
+    } catch (abi::__forced_unwind&) {
+      throw;  // swallowing a forced unwind aborts the process
     } catch (...) {
-      err = std::current_exception();
+      finish.err = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(call->mu);
-    call->error = err;
-    call->done = true;
-    call->cv.notify_all();
+    finish.returned = true;
   }).detach();
   std::unique_lock<std::mutex> lock(call->mu);
   auto pred = [&] { return call->done; };
@@ -168,6 +162,13 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
     }
   } else {
     call->cv.wait(lock, pred);
+  }
+  if (call->exited) {
+    raise(ErrorKind::Io,
+          what +
+              " ended its thread without returning (pthread_exit or "
+              "thread cancellation inside the all-gather?)",
+          ctx);
   }
   if (call->error) {
     rethrow_as_error(call->error, ErrorKind::Io, what + " threw", ctx);

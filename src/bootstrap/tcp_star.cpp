@@ -66,30 +66,21 @@ class Client {
   void dial(const Deadline& dl) {
     const ErrorContext ctx = client_ctx();
     const SockAddr addr = resolve(hp_, o_.rank);
-    Fd fd;
-    for (int attempt = 0;; ++attempt) {
-      int err = 0;
-      fd = try_connect(addr, dl, &err);
-      if (fd.valid()) {
-        break;
-      }
-      if (dl.expired()) {
-        ErrorContext c = ctx;
-        c.sys_errno = err;
-        raise(ErrorKind::Timeout,
-              timeout_text() + " waiting for the coordinator to accept a " +
-                  "connection (is rank 0 running at JACCL_COORDINATOR?)",
-              c);
-      }
-      if (attempt == 0) {
-        // Workers often start before rank 0: expected, not an error.
-        JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
-                                << " not reachable yet (" << std::strerror(err)
-                                << "); retrying for up "
-                                << "to " << format_duration(o_.timeout));
-      }
-      sleep_for_retry(attempt, dl);
-    }
+    Fd fd = connect_with_retry(
+        addr, dl, ctx,
+        [&](int attempt, int err) {
+          if (attempt == 0) {
+            // Workers often start before rank 0: expected, not an error.
+            JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                                    << " not reachable yet ("
+                                    << std::strerror(err)
+                                    << "); retrying for up to "
+                                    << format_duration(o_.timeout));
+          }
+        },
+        timeout_text() +
+            " waiting for the coordinator to accept a connection (is rank 0 "
+            "running at JACCL_COORDINATOR?)");
     set_nodelay(fd.get());
     Hello me;
     me.channel = Channel::Coordinator;
@@ -142,28 +133,22 @@ class Client {
     const size_t total = kRequestBytes + n;
     size_t done = 0;
     bool early = false;
-    while (done < total && !early) {
-      const bool in_head = done < kRequestBytes;
-      const char* p = in_head ? reinterpret_cast<const char*>(req.data()) + done
-                              : src + (done - kRequestBytes);
-      size_t left = in_head ? kRequestBytes - done : total - done;
-      ssize_t k = ::send(fd, p, std::min(left, kMaxIoSlice), MSG_NOSIGNAL);
-      if (k > 0) {
-        done += static_cast<size_t>(k);
-      } else if (k < 0 && errno == EINTR) {
-        continue;
-      } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd pf{fd, POLLOUT | POLLIN, 0};
-        if (::poll(&pf, 1, dl.poll_ms()) <= 0 && dl.expired()) {
-          raise(ErrorKind::Timeout,
-                timeout_text() + " sending " + call_name() +
-                    " to the coordinator (rank 0 is not reading)",
-                client_ctx());
-        }
-        early = (pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-      } else {
+    while (!early) {
+      if (send_frame_some(fd, req, src, n, &done) != 0) {
         early = true;  // broken: rank 0 may still have left us an error frame
+        break;
       }
+      if (done == total) {
+        break;
+      }
+      pollfd pf{fd, POLLOUT | POLLIN, 0};
+      if (poll_until(&pf, 1, dl) <= 0 && dl.expired()) {
+        raise(ErrorKind::Timeout,
+              timeout_text() + " sending " + call_name() +
+                  " to the coordinator (rank 0 is not reading)",
+              client_ctx());
+      }
+      early = (pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
     }
     std::array<uint8_t, kReplyBytes> head{};
     recv_reply(head.data(), head.size(), dl);

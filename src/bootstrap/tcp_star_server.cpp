@@ -31,18 +31,6 @@ constexpr size_t kMaxPending = 256;
 // Verdicts and error frames are tiny; never wait long to deliver them.
 constexpr Millis kSmallSendBudget{1000};
 
-// "rank 3" / "ranks 3, 5" (at most 16 listed).
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size() && i < 16; ++i) {
-    out += (i ? ", " : "") + std::to_string(ranks[i]);
-  }
-  if (ranks.size() > 16) {
-    out += " and " + std::to_string(ranks.size() - 16) + " more";
-  }
-  return out;
-}
-
 // A reply being written to one rank on a non-blocking socket.
 struct Outbox {
   std::array<uint8_t, kReplyBytes> head{};
@@ -56,26 +44,7 @@ struct Outbox {
   bool at_boundary() const { return done == 0 || finished(); }
 
   // Writes until finished or the socket is full; errno on failure, else 0.
-  int pump(int fd) {
-    while (!finished()) {
-      const bool in_head = done < kReplyBytes;
-      const char* p = in_head
-                          ? reinterpret_cast<const char*>(head.data()) + done
-                          : body + (done - kReplyBytes);
-      size_t left = in_head ? kReplyBytes - done : total() - done;
-      ssize_t k = ::send(fd, p, std::min(left, kMaxIoSlice), MSG_NOSIGNAL);
-      if (k > 0) {
-        done += static_cast<size_t>(k);
-      } else if (k < 0 && errno == EINTR) {
-        continue;
-      } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return 0;
-      } else {
-        return k < 0 ? errno : EPIPE;
-      }
-    }
-    return 0;
-  }
+  int pump(int fd) { return send_frame_some(fd, head, body, body_len, &done); }
 };
 
 // Rank 0's view of one rank.
@@ -99,14 +68,13 @@ struct Pending {
   bool done = false;
 };
 
-int poll_or_raise(std::vector<pollfd>& fds, int ms, const ErrorContext& ctx) {
-  int k = ::poll(fds.data(), fds.size(), ms);
-  if (k < 0 && errno != EINTR) {
+void poll_or_raise(std::vector<pollfd>& fds, const Deadline& dl, int cap_ms,
+                   const ErrorContext& ctx) {
+  if (poll_until(fds.data(), fds.size(), dl, cap_ms) < 0) {
     ErrorContext c = ctx;
     c.sys_errno = errno;
     raise(ErrorKind::Io, "poll failed", c);
   }
-  return std::max(k, 0);
 }
 
 class Server {
@@ -185,7 +153,7 @@ class Server {
         who.push_back(r);
       }
       // Wake at least once a second to expire stale handshakes.
-      poll_or_raise(fds, dl.poll_ms(1000), {.rank = 0});
+      poll_or_raise(fds, dl, 1000, {.rank = 0});
       bool accept_ready = false;
       for (size_t i = 0; i < fds.size(); ++i) {
         if (fds[i].revents == 0) {
@@ -218,7 +186,7 @@ class Server {
                               const std::vector<int>& waiting) {
     std::string what = timeout_text() + " waiting for ";
     if (!missing.empty()) {
-      what += rank_list(missing) + " to connect to coordinator " + address_;
+      what += ranks_phrase(missing) + " to connect to coordinator " + address_;
       for (int r : missing) {
         auto it = refused_.find(r);
         if (it != refused_.end()) {
@@ -230,7 +198,7 @@ class Server {
       }
     }
     if (!waiting.empty()) {
-      what += rank_list(waiting) + " to join " + call_name() +
+      what += ranks_phrase(waiting) + " to join " + call_name() +
               " at coordinator " + address_;
     }
     return what;
@@ -401,7 +369,7 @@ class Server {
     std::string what = "ranks disagree on the size of " + call_name() + ": ";
     bool first = true;
     for (const auto& [bytes, ranks] : by_size) {
-      what += (first ? "" : "; ") + rank_list(ranks) + " passed " +
+      what += (first ? "" : "; ") + ranks_phrase(ranks) + " passed " +
               std::to_string(bytes) + " bytes";
       first = false;
     }
@@ -447,10 +415,10 @@ class Server {
       }
       if (dl.expired()) {
         fail(ErrorKind::Timeout, timeout_text() + " sending the result of " +
-                                     call_name() + " to " + rank_list(who) +
+                                     call_name() + " to " + ranks_phrase(who) +
                                      " (they stopped reading)");
       }
-      poll_or_raise(fds, dl.poll_ms(), {.rank = 0});
+      poll_or_raise(fds, dl, -1, {.rank = 0});
     }
   }
 
@@ -484,7 +452,7 @@ class Server {
       if (fds.empty()) {
         break;
       }
-      ::poll(fds.data(), fds.size(), budget.poll_ms());
+      poll_until(fds.data(), fds.size(), budget);
     }
     // FIN after the frame: a rank that could not take the frame still
     // learns that the coordinator is gone. The sockets stay open (closing

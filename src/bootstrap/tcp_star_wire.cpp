@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bootstrap/tcp_star.h"
+#include "common/bytes.h"
 
 namespace jaccl::detail {
 
@@ -14,62 +15,41 @@ namespace {
 constexpr uint32_t kRequestMagic = 0x51524a53;  // "SJRQ"
 constexpr uint32_t kReplyMagic = 0x50524a53;    // "SJRP"
 
-void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
 }  // namespace
 
 std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes) {
   std::array<uint8_t, kRequestBytes> b{};
-  put32(&b[0], kRequestMagic);
-  put64(&b[8], n_bytes);
+  put_u32(&b[0], kRequestMagic);
+  put_u64(&b[8], n_bytes);
   return b;
 }
 
 std::optional<uint64_t> decode_request(std::span<const uint8_t> b) {
-  if (b.size() != kRequestBytes || get32(&b[0]) != kRequestMagic) {
+  if (b.size() != kRequestBytes || get_u32(&b[0]) != kRequestMagic) {
     return std::nullopt;
   }
-  return get64(&b[8]);
+  return get_u64(&b[8]);
 }
 
 std::array<uint8_t, kReplyBytes> encode_reply(const ReplyHeader& h) {
   std::array<uint8_t, kReplyBytes> b{};
-  put32(&b[0], kReplyMagic);
-  put32(&b[4], static_cast<uint32_t>(h.status));
-  put32(&b[8], static_cast<uint32_t>(h.kind));
-  put64(&b[16], h.length);
+  put_u32(&b[0], kReplyMagic);
+  put_u32(&b[4], static_cast<uint32_t>(h.status));
+  put_u32(&b[8], static_cast<uint32_t>(h.kind));
+  put_u64(&b[16], h.length);
   return b;
 }
 
 std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> b,
                                         std::string* why) {
-  if (b.size() != kReplyBytes || get32(&b[0]) != kReplyMagic) {
+  if (b.size() != kReplyBytes || get_u32(&b[0]) != kReplyMagic) {
     *why = "bad magic";
     return std::nullopt;
   }
   ReplyHeader h;
-  uint32_t status = get32(&b[4]);
-  uint32_t kind = get32(&b[8]);
-  h.length = get64(&b[16]);
+  uint32_t status = get_u32(&b[4]);
+  uint32_t kind = get_u32(&b[8]);
+  h.length = get_u64(&b[16]);
   if (status > 1) {
     *why = "unknown status " + std::to_string(status);
     return std::nullopt;

@@ -58,6 +58,22 @@ std::string format_error(std::string_view what, const ErrorContext& ctx) {
   return out.str();
 }
 
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr size_t kShown = 16;
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kShown) {
+    out += " and " + std::to_string(ranks.size() - kShown) + " more";
+  }
+  return out;
+}
+
+std::string ranks_phrase(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
+}
+
 namespace {
 template <class E>
 [[noreturn]] void throw_as(const std::string& msg) {

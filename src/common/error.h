@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "jaccl/error.h"
 
@@ -19,6 +20,11 @@ struct ErrorContext {
 
 // "[jaccl] rank 2: <what> (peer rank 3, address 10.0.0.1:4000): <strerror>"
 std::string format_error(std::string_view what, const ErrorContext& ctx = {});
+
+// "2, 5, 7": ranks for a message, at most 16 listed ("... and 4 more").
+std::string rank_list(const std::vector<int>& ranks);
+// "rank 3" or "ranks 2, 5, 7".
+std::string ranks_phrase(const std::vector<int>& ranks);
 
 [[noreturn]] void raise(ErrorKind kind, std::string_view what,
                         const ErrorContext& ctx = {});

@@ -4,39 +4,18 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/bytes.h"
 #include "common/net.h"
+#include "common/random.h"
 
 namespace jaccl::detail {
 
 namespace {
-
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i)
-    p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i)
-    v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 Mac hmac(std::string_view token, std::string_view label,
          std::span<const uint8_t> hello, const Nonce& nonce) {
@@ -71,9 +50,7 @@ const char* channel_name(Channel c) {
 
 Nonce random_nonce() {
   Nonce n{};
-  if (::RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
-    raise(ErrorKind::Io, "OpenSSL RAND_bytes failed");
-  }
+  random_bytes(n.data(), n.size());
   return n;
 }
 
@@ -263,10 +240,7 @@ std::optional<Hello> server_handshake(int fd, std::string_view token,
   while (hs.state() == ServerHandshake::State::NeedHello ||
          hs.state() == ServerHandshake::State::NeedProof) {
     pollfd p{fd, POLLIN, 0};
-    int n = ::poll(&p, 1, dl.poll_ms());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
+    if (poll_until(&p, 1, dl) <= 0) {
       *why = "handshake timed out";
       return std::nullopt;
     }

@@ -6,7 +6,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -186,16 +185,9 @@ Fd try_connect(const SockAddr& addr, const Deadline& dl, int* err) {
   // Cap one attempt so a black-holed SYN is retried rather than waited on
   // for the kernel's full SYN timeout.
   pollfd p{fd.get(), POLLOUT, 0};
-  for (;;) {
-    int n = ::poll(&p, 1, dl.poll_ms(2000));
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      *err = ETIMEDOUT;
-      return Fd();
-    }
-    break;
+  if (poll_until(&p, 1, dl, 2000) <= 0) {
+    *err = ETIMEDOUT;
+    return Fd();
   }
   int so_err = 0;
   socklen_t len = sizeof(so_err);
@@ -207,33 +199,45 @@ Fd try_connect(const SockAddr& addr, const Deadline& dl, int* err) {
   return fd;
 }
 
-void sleep_for_retry(int attempt, const Deadline& dl) {
-  int ms = 10 << std::min(attempt, 7);  // 10 ms .. 1.28 s
-  ms = std::min(ms, 1000);
-  ms = std::min(ms, dl.poll_ms(ms) < 0 ? ms : dl.poll_ms(ms));
-  std::this_thread::sleep_for(Millis(ms));
-}
-
-Fd accept_one(int listen_fd, const Deadline& dl, const ErrorContext& ctx) {
-  pollfd p{listen_fd, POLLIN, 0};
+int poll_until(pollfd* fds, size_t n, const Deadline& dl, int cap_ms) {
   for (;;) {
-    int n = ::poll(&p, 1, dl.poll_ms());
-    if (n < 0 && errno == EINTR) {
+    int k = ::poll(fds, static_cast<nfds_t>(n), dl.poll_ms(cap_ms));
+    if (k < 0 && errno == EINTR) {
+      if (dl.expired()) {
+        return 0;
+      }
       continue;
     }
-    if (n < 0) {
-      ErrorContext c = ctx;
-      c.sys_errno = errno;
-      raise(ErrorKind::Io, "poll on listening socket failed", c);
-    }
-    if (n == 0) {
-      raise(ErrorKind::Timeout,
-            "no connection arrived within " + format_duration(dl.total()), ctx);
-    }
-    break;
+    return k;
   }
-  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  return Fd(fd);  // invalid on a transient error; caller loops
+}
+
+int send_frame_some(int fd, std::span<const uint8_t> head, const char* body,
+                    size_t body_len, size_t* done) {
+  const size_t total = head.size() + body_len;
+  while (*done < total) {
+    const bool in_head = *done < head.size();
+    const char* p = in_head ? reinterpret_cast<const char*>(head.data()) + *done
+                            : body + (*done - head.size());
+    const size_t left = in_head ? head.size() - *done : total - *done;
+    ssize_t k = ::send(fd, p, std::min(left, kMaxIoSlice), MSG_NOSIGNAL);
+    if (k > 0) {
+      *done += static_cast<size_t>(k);
+    } else if (k < 0 && errno == EINTR) {
+      continue;
+    } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return 0;
+    } else {
+      return k < 0 ? errno : EPIPE;
+    }
+  }
+  return 0;
+}
+
+void sleep_for_retry(int attempt, const Deadline& dl) {
+  int ms = 10 << std::min(attempt, 7);  // 10 ms .. 1.28 s
+  ms = dl.poll_ms(std::min(ms, 1000));  // never past the deadline
+  std::this_thread::sleep_for(Millis(ms));
 }
 
 void set_nonblocking(int fd) {
@@ -285,23 +289,18 @@ namespace {
 void wait_ready(int fd, short events, const Deadline& dl, bool sending,
                 size_t done, size_t total, const ErrorContext& ctx) {
   pollfd p{fd, events, 0};
-  for (;;) {
-    int n = ::poll(&p, 1, dl.poll_ms());
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      raise_io(sending, errno, ctx);
-    }
-    if (n == 0) {
-      raise(ErrorKind::Timeout,
-            std::string("timed out after ") + format_duration(dl.total()) +
-                (sending ? " sending " : " receiving ") + std::to_string(done) +
-                "/" + std::to_string(total) + " bytes",
-            ctx);
-    }
-    return;  // readable/writable, or an error the next call reports
+  int n = poll_until(&p, 1, dl);
+  if (n < 0) {
+    raise_io(sending, errno, ctx);
   }
+  if (n == 0) {
+    raise(ErrorKind::Timeout,
+          std::string("timed out after ") + format_duration(dl.total()) +
+              (sending ? " sending " : " receiving ") + std::to_string(done) +
+              "/" + std::to_string(total) + " bytes",
+          ctx);
+  }
+  // readable/writable, or an error the next call reports
 }
 
 }  // namespace

@@ -3,9 +3,11 @@
 // failures through detail::raise with the address and peer involved.
 #pragma once
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -75,15 +77,13 @@ Fd try_connect(const SockAddr& addr, const Deadline& dl, int* err);
 
 // Connects, retrying with capped exponential backoff (10 ms .. 1 s) until dl.
 // on_retry(attempt, errno) runs before each retry (for an info log line).
-// Expiry is a Timeout error naming the address.
+// Expiry is a Timeout error naming the address and the last errno, with
+// what_on_timeout as its text ("could not connect within <timeout>" if
+// empty).
 template <class OnRetry>
 Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
-                      const ErrorContext& ctx, OnRetry on_retry);
-
-// Accepts one connection, bounded by dl (Timeout). The result is
-// non-blocking and close-on-exec. Returns an invalid Fd on a transient accept
-// error (ECONNABORTED, ...), so accept loops keep going.
-Fd accept_one(int listen_fd, const Deadline& dl, const ErrorContext& ctx);
+                      const ErrorContext& ctx, OnRetry on_retry,
+                      const std::string& what_on_timeout = "");
 
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
@@ -104,6 +104,17 @@ void send_all(int fd, const void* buf, size_t n, const Deadline& dl,
 void recv_all(int fd, void* buf, size_t n, const Deadline& dl,
               const ErrorContext& ctx);
 
+// poll() bounded by dl (and by cap_ms if >= 0), retrying EINTR with the time
+// left. Returns the number of ready descriptors, 0 when dl or the cap ran
+// out, or -1 with errno set.
+int poll_until(pollfd* fds, size_t n, const Deadline& dl, int cap_ms = -1);
+
+// Sends a frame (head, then body) on a non-blocking socket from byte *done
+// on, until it is all sent or the socket is full (*done tells which).
+// Returns 0, or the errno of a broken connection (EPIPE for a 0-byte send).
+int send_frame_some(int fd, std::span<const uint8_t> head, const char* body,
+                    size_t body_len, size_t* done);
+
 // Largest count passed to one send()/recv(): the kernel caps one call near
 // 2 GiB (upstream hit a 1 GiB limit), so big buffers go in slices.
 inline constexpr size_t kMaxIoSlice = size_t(1) << 28;
@@ -114,7 +125,8 @@ void sleep_for_retry(int attempt, const Deadline& dl);
 
 template <class OnRetry>
 Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
-                      const ErrorContext& ctx, OnRetry on_retry) {
+                      const ErrorContext& ctx, OnRetry on_retry,
+                      const std::string& what_on_timeout) {
   int last_err = 0;
   for (int attempt = 0;; ++attempt) {
     int err = 0;
@@ -138,7 +150,10 @@ Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
     c.address = addr.str();
   }
   raise(ErrorKind::Timeout,
-        "could not connect within " + format_duration(dl.total()), c);
+        what_on_timeout.empty()
+            ? "could not connect within " + format_duration(dl.total())
+            : what_on_timeout,
+        c);
 }
 
 }  // namespace jaccl::detail

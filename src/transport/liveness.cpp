@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -30,24 +31,18 @@ std::string frame(uint8_t type, uint8_t kind, int32_t root,
                   std::string_view text) {
   text = text.substr(0, kMaxText);
   std::string f(kCtlHeader + text.size(), '\0');
-  auto put = [&](size_t at, uint64_t v, int n) {
-    for (int i = 0; i < n; ++i)
-      f[at + i] = static_cast<char>(v >> (8 * i));
-  };
-  put(0, type, 1);
-  put(1, kind, 1);
-  put(2, kCtlMagic, 2);
-  put(4, static_cast<uint32_t>(root), 4);
-  put(8, text.size(), 4);
+  auto* p = reinterpret_cast<uint8_t*>(f.data());
+  p[0] = type;
+  p[1] = kind;
+  put_u16(p + 2, kCtlMagic);
+  put_u32(p + 4, static_cast<uint32_t>(root));
+  put_u32(p + 8, static_cast<uint32_t>(text.size()));
   std::memcpy(f.data() + kCtlHeader, text.data(), text.size());
   return f;
 }
 
-uint32_t get_le(const std::string& s, size_t at, int n) {
-  uint32_t v = 0;
-  for (int i = 0; i < n; ++i)
-    v |= static_cast<uint32_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
-  return v;
+const uint8_t* bytes_at(const std::string& s, size_t at) {
+  return reinterpret_cast<const uint8_t*>(s.data()) + at;
 }
 
 // Where an ABORT this rank relays came from (set by the monitor thread
@@ -197,9 +192,8 @@ void LivenessMonitor::run() {
   auto fail = [&](ErrorKind kind, const std::string& what, int err,
                   const Origin* relay) {
     t_relay = relay;
-    if (state_->fail(
-            make_error(kind, what, {.rank = rank_, .sys_errno = err}),
-            /*authoritative=*/true)) {
+    if (state_->fail(make_error(kind, what, {.rank = rank_, .sys_errno = err}),
+                     /*authoritative=*/true)) {
       JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << what);
     }
     t_relay = nullptr;
@@ -254,9 +248,9 @@ void LivenessMonitor::run() {
       const std::string& s = in[p];
       uint8_t type = static_cast<uint8_t>(s[0]);
       uint8_t kind = static_cast<uint8_t>(s[1]);
-      uint32_t len = get_le(s, 8, 4);
-      if (get_le(s, 2, 2) != kCtlMagic || len > kMaxText || type < kHeartbeat ||
-          type > kAbort) {
+      uint32_t len = get_u32(bytes_at(s, 8));
+      if (get_u16(bytes_at(s, 2)) != kCtlMagic || len > kMaxText ||
+          type < kHeartbeat || type > kAbort) {
         fail(ErrorKind::Protocol,
              who + " sent a malformed control frame (type " +
                  std::to_string(type) + ", length " + std::to_string(len) + ")",
@@ -270,7 +264,7 @@ void LivenessMonitor::run() {
         goodbye[p] = 1;
       } else if (type == kAbort) {
         Origin o;
-        o.root = static_cast<int32_t>(get_le(s, 4, 4));
+        o.root = static_cast<int32_t>(get_u32(bytes_at(s, 4)));
         o.kind = kind <= static_cast<uint8_t>(ErrorKind::Internal)
                      ? static_cast<ErrorKind>(kind)
                      : ErrorKind::Internal;

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <sstream>
 
 #include "common/log.h"
 #include "transport/interfaces.h"
@@ -23,19 +22,6 @@ namespace {
 
 // Half-open connections kept at once; beyond, the oldest stray is dropped.
 constexpr size_t kMaxPending = 1024;
-
-// "3, 5 and 7" (at most 12 listed).
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  size_t shown = std::min<size_t>(ranks.size(), 12);
-  for (size_t i = 0; i < shown; ++i) {
-    out << (i == 0 ? "" : (i + 1 == ranks.size() ? " and " : ", ")) << ranks[i];
-  }
-  if (ranks.size() > shown) {
-    out << " and " << ranks.size() - shown << " more";
-  }
-  return out.str();
-}
 
 }  // namespace
 
@@ -195,7 +181,10 @@ void TcpAcceptor::run() {
       try {
         send_verdict(c.fd.get(), false, why, Deadline::after(Millis(500)),
                      {.rank = rank_});
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        // The stray is dropped either way; it just will not hear why.
+        JACCL_LOG(Debug, "rank " << rank_ << ": could not send the refusal: "
+                                 << e.what());
       }
     }
     c.fd.reset();
@@ -208,8 +197,8 @@ void TcpAcceptor::run() {
     for (auto& c : pending) {
       pfds.push_back({c.fd.get(), POLLIN, 0});
     }
-    int n = ::poll(pfds.data(), pfds.size(), dl_.poll_ms(1000));
-    if (n < 0 && errno != EINTR) {
+    int n = poll_until(pfds.data(), pfds.size(), dl_, 1000);
+    if (n < 0) {
       JACCL_LOG(Error, "rank " << rank_ << ": acceptor poll failed: "
                                << std::strerror(errno));
       break;
@@ -478,9 +467,7 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
                        " connecting the TCP data plane:";
     if (!missing_out.empty()) {
       const TcpCard& c = cards[static_cast<size_t>(missing_out.front())];
-      what += " could not connect to rank" +
-              std::string(missing_out.size() > 1 ? "s " : " ") +
-              rank_list(missing_out) + " (" +
+      what += " could not connect to " + ranks_phrase(missing_out) + " (" +
               (missing_out.size() > 1 ? "rank " + std::to_string(c.rank) + ": "
                                       : "") +
               c.hostname + ", " + HostPort{c.addresses.front(), c.port}.str() +
@@ -488,8 +475,7 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
     }
     if (!missing_in.empty()) {
       what += std::string(missing_out.empty() ? "" : ";") +
-              " no connection arrived from rank" +
-              (missing_in.size() > 1 ? "s " : " ") + rank_list(missing_in);
+              " no connection arrived from " + ranks_phrase(missing_in);
     }
     raise(ErrorKind::Timeout, what, {.rank = me});
   }

@@ -26,6 +26,20 @@ const std::vector<ErrorKind> kAllKinds = {
     ErrorKind::Internal,
 };
 
+TEST(RankList, ListsAndCaps) {
+  EXPECT_EQ(rank_list({}), "");
+  EXPECT_EQ(rank_list({3}), "3");
+  EXPECT_EQ(rank_list({2, 5, 7}), "2, 5, 7");
+  std::vector<int> many;
+  for (int r = 0; r < 20; ++r) {
+    many.push_back(r);
+  }
+  EXPECT_EQ(rank_list(many),
+            "0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 and 4 more");
+  EXPECT_EQ(ranks_phrase({3}), "rank 3");
+  EXPECT_EQ(ranks_phrase({2, 5}), "ranks 2, 5");
+}
+
 TEST(FormatError, BareMessage) {
   EXPECT_EQ(format_error("something broke"), "[jaccl] something broke");
 }

@@ -5,6 +5,7 @@
 // every rank (never a hang). Deadlines are generous and only there so a
 // broken build fails instead of hanging; nothing asserts timings.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -614,6 +615,22 @@ TEST(SideChannelErrors, UserFunctionThrowsANonStdException) {
   } catch (const Error& e) {
     EXPECT_HAS(std::string(e.what()), "all-gather #0");
     EXPECT_HAS(std::string(e.what()), "unknown exception");
+  }
+}
+
+TEST(SideChannelErrors, UserFunctionEndsItsThread) {
+  // pthread_exit unwinds the helper thread: the process must survive and
+  // the call fail at once (not at the timeout) with a clear error.
+  SideChannel sc(
+      0, 1, kFp, [](const char*, char*, size_t) { ::pthread_exit(nullptr); },
+      "user all-gather function", kLong, /*guarded=*/true);
+  try {
+    sc.barrier();
+    FAIL();
+  } catch (const IoError& e) {
+    std::string w = e.what();
+    EXPECT_HAS(w, "all-gather #0");
+    EXPECT_HAS(w, "ended its thread without returning");
   }
 }
 

@@ -25,6 +25,7 @@
 #include "bootstrap/side_channel.h"
 #include "common/handshake.h"
 #include "common/net.h"
+#include "support/listen_sockets.h"
 #include "support/proc.h"
 #include "transport/interfaces.h"
 #include "transport/liveness.h"
@@ -164,7 +165,7 @@ TEST(TcpSetup, TwoRanksWithoutListenerIsAConfigErrorNamingBoth) {
   for (auto& r : ranks) {
     ASSERT_TRUE(r.error);
     EXPECT_THROW(std::rethrow_exception(r.error), ConfigError);
-    EXPECT_NE(r.what.find("ranks 1 and 3 both have JACCL_LISTEN=0"),
+    EXPECT_NE(r.what.find("ranks 1, 3 both have JACCL_LISTEN=0"),
               std::string::npos)
         << r.what;
   }
@@ -586,34 +587,6 @@ class ProcTest : public ::testing::Test {
 
   std::filesystem::path dir_;
 };
-
-// LISTEN sockets owned by pid (its /proc/<pid>/fd against /proc/net/tcp*).
-int listen_sockets_of(pid_t pid) {
-  std::set<std::string> inodes;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(pid) + "/fd", ec)) {
-    std::error_code ec2;
-    auto t = std::filesystem::read_symlink(e.path(), ec2).string();
-    if (!ec2 && t.rfind("socket:[", 0) == 0) {
-      inodes.insert(t.substr(8, t.size() - 9));
-    }
-  }
-  int count = 0;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream f(table);
-    std::string line;
-    std::getline(f, line);
-    while (std::getline(f, line)) {
-      std::istringstream in(line);
-      std::string sl, local, remote, st, q, tr, retr, uid, to, inode;
-      in >> sl >> local >> remote >> st >> q >> tr >> retr >> uid >> to >>
-          inode;
-      count += st == "0A" && inodes.count(inode) ? 1 : 0;
-    }
-  }
-  return count;
-}
 
 TEST_F(ProcTest, ListenZeroRankOpensNoPortAndSetupWorks) {
   auto job = start(3, {"check"}, [&](int r, auto& env) {

@@ -20,77 +20,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <iterator>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "bootstrap/side_channel.h"
 #include "common/net.h"
+#include "support/dir_allgather.h"
+#include "support/listen_sockets.h"
 #include "transport/tcp_connect.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-// All-gather through files: call k of rank r writes <dir>/<k>.<r>.
-jaccl::AllGatherFn file_all_gather(std::string dir, int rank, int size) {
-  auto seq = std::make_shared<int>(0);
-  return [dir, rank, size, seq](const char* src, char* dst, size_t n) {
-    int k = (*seq)++;
-    std::string base = dir + "/" + std::to_string(k) + ".";
-    {
-      std::ofstream f(base + std::to_string(rank) + ".tmp", std::ios::binary);
-      f.write(src, static_cast<std::streamsize>(n));
-    }
-    fs::rename(base + std::to_string(rank) + ".tmp",
-               base + std::to_string(rank));
-    auto until = std::chrono::steady_clock::now() + 60s;
-    for (int r = 0; r < size; ++r) {
-      std::string path = base + std::to_string(r);
-      while (!fs::exists(path)) {
-        if (std::chrono::steady_clock::now() > until) {
-          throw jaccl::TimeoutError("file all-gather: no " + path);
-        }
-        std::this_thread::sleep_for(1ms);
-      }
-      std::ifstream f(path, std::ios::binary);
-      f.read(dst + static_cast<size_t>(r) * n, static_cast<std::streamsize>(n));
-    }
-  };
-}
-
-// Sockets of this process in LISTEN state (/proc/self/fd x /proc/net/tcp*).
-int count_listen_sockets() {
-  std::set<std::string> inodes;
-  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    auto target = fs::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) {
-      inodes.insert(target.substr(8, target.size() - 9));
-    }
-  }
-  int count = 0;
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream f(table);
-    std::string line;
-    std::getline(f, line);  // header
-    while (std::getline(f, line)) {
-      std::istringstream in(line);
-      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
-      in >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >>
-          timeout >> inode;
-      if (st == "0A" && inodes.count(inode)) {
-        ++count;
-      }
-    }
-  }
-  return count;
-}
 
 void check_wires(jaccl::detail::Connections& c) {
   using jaccl::detail::Deadline;
@@ -126,7 +69,8 @@ int main(int argc, char** argv) {
       std::cerr << "TEST_SC_DIR not set\n";
       return 2;
     }
-    cfg.set_all_gather(file_all_gather(dir, cfg.get_rank(), cfg.get_size()));
+    cfg.set_all_gather(
+        jaccl::test::dir_all_gather(dir, cfg.get_rank(), cfg.get_size()));
     if (const char* hold = std::getenv("TEST_HOLD_FILE")) {
       while (!fs::exists(hold)) {
         std::this_thread::sleep_for(5ms);
@@ -138,7 +82,8 @@ int main(int argc, char** argv) {
     auto conns = jaccl::detail::setup_tcp(cfg, sc);
     if (mode == "check") {
       check_wires(conns);
-      std::cout << "LISTEN_SOCKETS " << count_listen_sockets() << std::endl;
+      std::cout << "LISTEN_SOCKETS " << jaccl::test::listen_sockets_of()
+                << std::endl;
       sc.barrier();  // every rank has read its bytes before anyone leaves
       std::cout << "OK" << std::endl;
       return 0;
