@@ -13,6 +13,13 @@ namespace {
 constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
 constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
 
+// memcpy with n == 0 may still get a null pointer (an empty vector's
+// data()), which memcpy does not allow.
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n != 0)
+    std::memcpy(dst, src, n);
+}
+
 struct P2pHeader {
   uint64_t magic;
   uint64_t n_bytes;
@@ -162,9 +169,9 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
       return;
     }
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
-      std::memcpy(slot(rank_, step_ + 1), in, n);
+      copy_bytes(slot(rank_, step_ + 1), in, n);
       step(d);
-      std::memcpy(out, slot(0, step_), n);
+      copy_bytes(out, slot(0, step_), n);
       for (int q = 1; q < size_; ++q) {
         reduce_into(op, dtype, out, slot(q, step_), n / esz);
       }
@@ -175,7 +182,7 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
     const size_t chunk = layout_.slot_bytes / esz * esz;
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
-      std::memcpy(slot(rank_, step_ + 1), src + off, len);
+      copy_bytes(slot(rank_, step_ + 1), src + off, len);
       step(d);
       size_t so = 0, sb = 0;
       slice_of(len, size_, rank_, &so, &sb);
@@ -188,7 +195,7 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
         }
       }
       step(d);
-      std::memcpy(dst + off, result(step_), len);
+      copy_bytes(dst + off, result(step_), len);
       if (n == 0)
         break;
     }
@@ -213,11 +220,10 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     const size_t chunk = layout_.slot_bytes;
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
-      std::memcpy(slot(rank_, step_ + 1), src + off, len);
+      copy_bytes(slot(rank_, step_ + 1), src + off, len);
       step(d);
       for (int q = 0; q < size_; ++q) {
-        std::memcpy(dst + static_cast<size_t>(q) * n + off, slot(q, step_),
-                    len);
+        copy_bytes(dst + static_cast<size_t>(q) * n + off, slot(q, step_), len);
       }
       if (n == 0)
         break;
@@ -239,12 +245,12 @@ void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
       size_t len = std::min(window, n - off);
       char* mine = slot(rank_, step_ + 1);
       for (size_t q = 0; q < P; ++q) {
-        std::memcpy(mine + q * window, src + q * n + off, len);
+        copy_bytes(mine + q * window, src + q * n + off, len);
       }
       step(d);
       const size_t at = static_cast<size_t>(rank_) * window;
       if (size_ == 1) {
-        std::memcpy(dst + off, slot(0, step_) + at, len);
+        copy_bytes(dst + off, slot(0, step_) + at, len);
       } else {
         reduce3(ReduceOp::Sum, dtype, dst + off, slot(0, step_) + at,
                 slot(1, step_) + at, len / esz);
@@ -273,10 +279,10 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
       if (rank_ == root)
-        std::memcpy(slot(rank_, step_ + 1), p + off, len);
+        copy_bytes(slot(rank_, step_ + 1), p + off, len);
       step(d);
       if (rank_ != root)
-        std::memcpy(p + off, slot(root, step_), len);
+        copy_bytes(p + off, slot(root, step_), len);
       if (n == 0)
         break;
     }
@@ -319,7 +325,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
         size_t room = cap - (head - tail);
         size_t at = head % cap;
         size_t k = std::min({len - done, room, cap - at});
-        std::memcpy(data + at, p + done, k);
+        copy_bytes(data + at, p + done, k);
         done += k;
         head += k;
         rc.head.store(head, std::memory_order_release);
@@ -361,7 +367,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
             });
         size_t at = tail % cap;
         size_t k = std::min({len - done, size_t(head - tail), cap - at});
-        std::memcpy(p + done, data + at, k);
+        copy_bytes(p + done, data + at, k);
         done += k;
         tail += k;
         rc.tail.store(tail, std::memory_order_release);

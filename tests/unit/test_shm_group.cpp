@@ -80,7 +80,8 @@ TEST_P(ShmSizes, AllSumFloatAndInt) {
       }
       // In place.
       g.all_sum(x.data(), x.data(), count * 4, Float32);
-      ASSERT_EQ(0, std::memcmp(x.data(), y.data(), count * 4));
+      ASSERT_TRUE(count == 0 ||
+                  std::memcmp(x.data(), y.data(), count * 4) == 0);
     });
   }
 }
