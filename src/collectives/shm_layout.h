@@ -56,11 +56,16 @@ struct ShmLayout {
 
   static size_t align(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-  // Slot size from a byte budget: (2N + 2) slots plus the rings must fit.
+  // Sizes from a byte budget: a quarter goes to the N x (N-1) send/recv
+  // rings (256 KiB each at most, 4 KiB at least), the rest to the 2N + 2
+  // staging slots (64 KiB .. 4 MiB each). Both shrink as N grows, so 64
+  // ranks do not map a gigabyte of rings each.
   static ShmLayout for_budget(int n, size_t budget) {
     ShmLayout l;
     l.nranks = n;
-    l.ring_bytes = 256 * 1024;
+    const size_t pairs = static_cast<size_t>(n) * std::max(n - 1, 1);
+    size_t ring = budget / 4 / pairs / 4096 * 4096;
+    l.ring_bytes = std::clamp<size_t>(ring, 4096, 256 * 1024);
     size_t rings =
         static_cast<size_t>(n) * n * (l.ring_bytes + sizeof(RingCtl));
     size_t left = budget > rings ? budget - rings : 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <ctime>
 #include <thread>
@@ -39,15 +40,27 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 // failure state, the deadline). Returns when ready.
 template <class Ready, class Check>
 void wait_until(WakeWord& ww, Ready ready, Check check) {
-  // Spin: a few microseconds, the common case when the peer is running.
-  for (int i = 0; i < 2000; ++i) {
+  using Clock = std::chrono::steady_clock;
+  // 1. Spin without giving up the core: a peer that is running answers in
+  //    well under a microsecond, and a yield here would hand the core to any
+  //    other process for a whole time slice.
+  // 2. Then yield between polls for a while (oversubscribed ranks let the
+  //    peer run on this core).
+  // 3. Then sleep on the futex.
+  const auto start = Clock::now();
+  for (unsigned i = 1;; ++i) {
     if (ready())
       return;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
-    if ((i & 127) == 127)
-      std::this_thread::yield();
+    if ((i & 63) == 0) {
+      auto spent = Clock::now() - start;
+      if (spent > std::chrono::microseconds(200))
+        break;
+      if (spent > std::chrono::microseconds(20))
+        std::this_thread::yield();
+    }
   }
   for (;;) {
     uint32_t seen = ww.word.load(std::memory_order_seq_cst);
