@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <chrono>
 #include <string>
 
 #include "common/error.h"
@@ -209,8 +210,13 @@ bool recv_step(int fd, WireHeader& h, size_t& hdr_done, char* p, size_t len,
 
 bool wait_ready(std::vector<pollfd>& fds, const OpContext& ctx) {
   fds.push_back({ctx.state->wake_fd(), POLLIN, 0});
+  const auto spin_until =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(ctx.spin_us);
   for (;;) {
-    const int rc = ::poll(fds.data(), fds.size(), ctx.deadline.poll_ms());
+    const bool spin =
+        ctx.spin_us > 0 && std::chrono::steady_clock::now() < spin_until;
+    const int rc =
+        ::poll(fds.data(), fds.size(), spin ? 0 : ctx.deadline.poll_ms());
     if (fds.back().revents != 0) {
       ctx.state->throw_if_failed();
     }
@@ -222,7 +228,7 @@ bool wait_ready(std::vector<pollfd>& fds, const OpContext& ctx) {
       raise(ErrorKind::Io, std::string("poll failed during ") + ctx.name,
             {.rank = ctx.rank, .sys_errno = errno});
     }
-    if (ctx.deadline.expired()) {
+    if (!spin && ctx.deadline.expired()) {
       fds.pop_back();
       return false;
     }

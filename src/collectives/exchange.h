@@ -70,6 +70,10 @@ struct OpContext {
   OpDesc desc;
   Deadline deadline;
   FailureState* state = nullptr;
+  // Microseconds to poll without sleeping before a blocking poll (0 when
+  // ranks may outnumber cores): a loopback reply often comes within ~15 us,
+  // and a sleep + wake-up costs about as much again.
+  int spin_us = 0;
 };
 
 // One non-blocking sendmsg/recvmsg of the rest of a header followed by

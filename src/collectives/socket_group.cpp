@@ -4,6 +4,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "collectives/exchange.h"
 #include "collectives/mesh.h"
@@ -226,6 +227,7 @@ class SocketGroup final : public Group {
         use_ring ? static_cast<uint8_t>(ring_->wires()) : uint8_t{1};
     ctx.deadline = conns_.op_deadline();
     ctx.state = conns_.state.get();
+    ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
     return ctx;
   }
 
@@ -263,6 +265,11 @@ class SocketGroup final : public Group {
 
   Connections conns_;
   bool prefer_ring_ = false;
+  // Small ops poll briefly before sleeping, unless the group could
+  // outnumber this host's cores (then spinning steals a peer's core).
+  int spin_us_ =
+      static_cast<int>(std::thread::hardware_concurrency()) >= conns_.size ? 20
+                                                                           : 0;
   std::mutex mu_;
   Links links_;
   std::vector<char> tmp_;
