@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -72,6 +73,50 @@ std::string strip_prefix(std::string s, int rank) {
   if (s.rfind(b, 0) == 0)
     s.erase(0, b.size());
   return s;
+}
+
+bool word_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+
+// How rank `me` shows a text that rank `root` wrote about itself: "this rank"
+// (and "This rank") becomes "rank <root>", and a "peer rank <me>" note, which
+// on `me` would only name the reader, is dropped ("(peer rank 0)" goes,
+// "(peer rank 0, address a)" becomes "(address a)").
+std::string relayed_text(std::string text, int root, int me) {
+  const std::string rank = "rank " + std::to_string(root);
+  for (const char* from : {"this rank", "This rank"}) {
+    const std::string f = from;
+    const std::string to = from[0] == 'T' ? "R" + rank.substr(1) : rank;
+    for (size_t at = text.find(f); at != std::string::npos;
+         at = text.find(f, at)) {
+      const size_t end = at + f.size();
+      if ((at > 0 && word_char(text[at - 1])) ||
+          (end < text.size() && word_char(text[end]))) {
+        at = end;
+        continue;
+      }
+      text.replace(at, f.size(), to);
+      at += to.size();
+    }
+  }
+  const std::string note = "(peer rank " + std::to_string(me);
+  for (size_t at = text.find(note); at != std::string::npos;
+       at = text.find(note, at)) {
+    const size_t end = at + note.size();
+    if (end < text.size() && text[end] == ')') {
+      // " (peer rank me)": the whole note goes, with the space before it.
+      const size_t from = at > 0 && text[at - 1] == ' ' ? at - 1 : at;
+      text.erase(from, end + 1 - from);
+      at = from;
+    } else if (text.compare(end, 2, ", ") == 0) {
+      text.erase(at + 1, end + 2 - (at + 1));  // keep "(", drop the rest
+      at += 1;
+    } else {
+      at = end;  // "(peer rank 12" when me is 1: another rank
+    }
+  }
+  return text;
 }
 
 Origin origin_of(std::exception_ptr e, int rank) {
@@ -269,8 +314,10 @@ void LivenessMonitor::run() {
                      ? static_cast<ErrorKind>(kind)
                      : ErrorKind::Internal;
         o.text = s.substr(kCtlHeader, len);
-        std::string what =
-            "rank " + std::to_string(o.root) + " reported: " + o.text;
+        // o.text is relayed on as the root wrote it; only what this rank
+        // shows is rewritten from the root's point of view.
+        std::string what = "rank " + std::to_string(o.root) +
+                           " reported: " + relayed_text(o.text, o.root, rank_);
         if (o.root != static_cast<int>(p)) {
           what += " (relayed by " + who + ")";
         }

@@ -11,15 +11,16 @@
 // between every ordered pair; barrier) at N in {1, 2, 3, 4, 8}; a reduced one
 // for the extra N=8 variant; 64 MiB float32 all_sum once per transport.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "support/fixtures.h"
 #include "support/proc.h"
 
 namespace {
@@ -28,6 +29,7 @@ using namespace std::chrono_literals;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
 using jaccl::test::ProcResult;
+using jaccl::test::TempDir;
 
 struct Launch {
   std::string name;
@@ -51,26 +53,6 @@ std::string expected_backend(const Launch& l) {
     return "shm";
   return l.ring ? "tcp-ring" : "tcp-mesh";
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "jaccl-conformance-XXXXXX")
-            .string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw std::runtime_error("mkdtemp");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Runs the job; when rank 0 lost the race for the "free" coordinator port,
 // starts again on another one. Returns the results of the last attempt.
@@ -152,23 +134,21 @@ TEST_P(Conformance, EveryRankMatchesTheReference) {
   }
 }
 
-Launch mesh(int n, int wires, std::string matrix = "full") {
-  return {"TcpMesh_N" + std::to_string(n) + "_W" + std::to_string(wires) +
+Launch tcp(bool ring, int n, int wires, std::string matrix) {
+  return {std::string(ring ? "TcpRing" : "TcpMesh") + "_N" + std::to_string(n) +
+              "_W" + std::to_string(wires) +
               (matrix == "full" ? "" : "_" + matrix),
           n,
           "tcp",
-          false,
+          ring,
           wires,
           matrix};
 }
+Launch mesh(int n, int wires, std::string matrix = "full") {
+  return tcp(false, n, wires, std::move(matrix));
+}
 Launch ring(int n, int wires, std::string matrix = "full") {
-  return {"TcpRing_N" + std::to_string(n) + "_W" + std::to_string(wires) +
-              (matrix == "full" ? "" : "_" + matrix),
-          n,
-          "tcp",
-          true,
-          wires,
-          matrix};
+  return tcp(true, n, wires, std::move(matrix));
 }
 Launch shm(int n, std::string matrix = "full") {
   return {"Shm_N" + std::to_string(n) + (matrix == "full" ? "" : "_" + matrix),

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/handshake.h"
+#include "support/listen_sockets.h"
 #include "support/proc.h"
 
 namespace {
@@ -30,6 +31,7 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
+using jaccl::test::listen_sockets_of;
 using jaccl::test::ProcResult;
 using Env = std::map<std::string, std::string>;
 
@@ -116,34 +118,6 @@ std::set<std::string> jaccl_shm_entries() {
       s.insert(name);
   }
   return s;
-}
-
-// Sockets of pid in LISTEN state (its fds x its namespace's /proc/net/tcp*).
-int listen_sockets_of(pid_t pid) {
-  const std::string proc = "/proc/" + std::to_string(pid);
-  std::set<std::string> inodes;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(proc + "/fd", ec)) {
-    auto target = fs::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) {
-      inodes.insert(target.substr(8, target.size() - 9));
-    }
-  }
-  int count = 0;
-  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
-    std::ifstream f(proc + table);
-    std::string line;
-    std::getline(f, line);
-    while (std::getline(f, line)) {
-      std::istringstream in(line);
-      std::string sl, local, remote, st, q, tr, retr, uid, to, inode;
-      in >> sl >> local >> remote >> st >> q >> tr >> retr >> uid >> to >>
-          inode;
-      if (st == "0A" && inodes.count(inode))
-        ++count;
-    }
-  }
-  return count;
 }
 
 // ---- a rank SIGKILLed inside an all_sum loop --------------------------------

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -509,6 +510,50 @@ TEST(Liveness, AbortReachesEveryPeerWithTheRootCause) {
   }
 }
 
+// The root's wording is about itself: on the other ranks "this rank" must
+// read as the root, and a peer note naming the reader goes.
+TEST(Liveness, RelayedTextNamesTheRootNotTheReader) {
+  auto m = make_mesh(3, Millis(10000), {}, nullptr);
+  try {
+    raise(ErrorKind::Protocol,
+          "operation mismatch: this rank called all_gather of 8 bytes but "
+          "rank 2 called all_sum of 8 bytes (this rank's op #3)",
+          {.rank = 1, .peer = 2});
+  } catch (...) {
+    m.states[1]->fail(std::current_exception());
+  }
+  const std::string said =
+      "rank 1 reported: operation mismatch: rank 1 called all_gather of 8 "
+      "bytes but rank 2 called all_sum of 8 bytes (rank 1's op #3)";
+  std::string got0 = wait_failure(*m.states[0]);
+  EXPECT_EQ(got0.rfind("Protocol: ", 0), 0u) << got0;
+  EXPECT_NE(got0.find(said + " (peer rank 2)"), std::string::npos) << got0;
+  std::string got2 = wait_failure(*m.states[2]);
+  EXPECT_EQ(got2.rfind("Protocol: ", 0), 0u) << got2;
+  EXPECT_NE(got2.find(said), std::string::npos) << got2;
+  EXPECT_EQ(got2.find("peer rank 2"), std::string::npos) << got2;
+  for (const std::string& got : {got0, got2}) {
+    EXPECT_EQ(got.find("this rank"), std::string::npos) << got;
+  }
+}
+
+// A peer note naming the reader and an address keeps the address.
+TEST(Liveness, RelayedPeerNoteKeepsItsAddress) {
+  auto m = make_mesh(2, Millis(10000), {}, nullptr);
+  try {
+    raise(ErrorKind::Io, "lost this rank's link to rank 0",
+          {.rank = 1, .peer = 0, .address = "10.0.0.1:4000"});
+  } catch (...) {
+    m.states[1]->fail(std::current_exception());
+  }
+  std::string got = wait_failure(*m.states[0]);
+  EXPECT_EQ(got.rfind("Io: ", 0), 0u) << got;
+  EXPECT_NE(got.find("rank 1 reported: lost rank 1's link to rank 0 "
+                     "(address 10.0.0.1:4000)"),
+            std::string::npos)
+      << got;
+}
+
 TEST(Liveness, GoodbyeIsNotAFailure) {
   auto m = make_mesh(3, Millis(10000), {}, nullptr);
   m.monitors[1].reset();
@@ -582,6 +627,34 @@ class ProcTest : public ::testing::Test {
       return env;
     });
   }
+  // Every rank of the job exits 0 (within 60 s); their results.
+  static std::vector<ProcResult> wait_all_ok(Job& job) {
+    auto res = job.wait(60s);
+    for (size_t r = 0; r < res.size(); ++r) {
+      EXPECT_TRUE(res[r].exited_ok())
+          << "rank " << r << ": " << res[r].describe() << "\n"
+          << res[r].output;
+    }
+    return res;
+  }
+  // Every rank of a "hold" job has its group.
+  static void wait_connected(const Job& job) {
+    for (int r = 0; r < job.size(); ++r) {
+      ASSERT_TRUE(job.wait_for_output(r, "CONNECTED", 30s))
+          << "rank " << r << ": " << job.output(r);
+    }
+  }
+  // Each survivor fails with PeerLost, its message containing `names`.
+  static void expect_peer_lost(Job& job, std::initializer_list<int> survivors,
+                               const std::string& names) {
+    for (int r : survivors) {
+      auto res = job.wait_one(r, 30s);
+      EXPECT_EQ(res.exit_code, 3) << res.describe() << "\n" << res.output;
+      EXPECT_NE(res.output.find("FAILED PeerLost"), std::string::npos)
+          << res.output;
+      EXPECT_NE(res.output.find(names), std::string::npos) << res.output;
+    }
+  }
   std::string hold_file() const { return (dir_ / "go").string(); }
   void release() const { std::ofstream(hold_file()) << "go"; }
 
@@ -603,12 +676,8 @@ TEST_F(ProcTest, ListenZeroRankOpensNoPortAndSetupWorks) {
   EXPECT_EQ(listen_sockets_of(job.pid(1)), 0);
   EXPECT_EQ(listen_sockets_of(job.pid(2)), 1);  // the method sees listeners
   release();
-  auto res = job.wait(60s);
+  auto res = wait_all_ok(job);
   for (int r = 0; r < 3; ++r) {
-    EXPECT_TRUE(res[static_cast<size_t>(r)].exited_ok())
-        << "rank " << r << ": " << res[static_cast<size_t>(r)].describe()
-        << "\n"
-        << res[static_cast<size_t>(r)].output;
     // After set-up nobody keeps a port open.
     EXPECT_NE(res[static_cast<size_t>(r)].output.find("LISTEN_SOCKETS 0"),
               std::string::npos);
@@ -665,13 +734,7 @@ TEST_F(ProcTest, StrayConnectionsDoNotDisturbSetup) {
   for (auto& t : strays) {
     t.join();
   }
-  auto res = job.wait(60s);
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_TRUE(res[static_cast<size_t>(r)].exited_ok())
-        << "rank " << r << ": " << res[static_cast<size_t>(r)].describe()
-        << "\n"
-        << res[static_cast<size_t>(r)].output;
-  }
+  auto res = wait_all_ok(job);
   EXPECT_NE(client_errors[0].find("token"), std::string::npos)
       << client_errors[0];
   EXPECT_NE(client_errors[1].find("rank 7 is not a peer"), std::string::npos)
@@ -683,37 +746,18 @@ TEST_F(ProcTest, StrayConnectionsDoNotDisturbSetup) {
 
 TEST_F(ProcTest, SigkillOfARankIsPeerLostNamingIt) {
   auto job = start(3, {"hold", "60"});
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(job.wait_for_output(r, "CONNECTED", 30s))
-        << "rank " << r << ": " << job.output(r);
-  }
+  ASSERT_NO_FATAL_FAILURE(wait_connected(job));
   job.kill(1, SIGKILL);
-  for (int r : {0, 2}) {
-    auto res = job.wait_one(r, 30s);
-    EXPECT_EQ(res.exit_code, 3) << res.describe() << "\n" << res.output;
-    EXPECT_NE(res.output.find("FAILED PeerLost"), std::string::npos)
-        << res.output;
-    EXPECT_NE(res.output.find("rank 1"), std::string::npos) << res.output;
-  }
+  expect_peer_lost(job, {0, 2}, "rank 1");
 }
 
 TEST_F(ProcTest, StoppedRankMissesHeartbeats) {
   auto job = start(3, {"hold", "60"}, [](int, auto& env) {
     env["JACCL_HEARTBEAT_TIMEOUT"] = "2";
   });
-  for (int r = 0; r < 3; ++r) {
-    ASSERT_TRUE(job.wait_for_output(r, "CONNECTED", 30s))
-        << "rank " << r << ": " << job.output(r);
-  }
+  ASSERT_NO_FATAL_FAILURE(wait_connected(job));
   job.kill(2, SIGSTOP);
-  for (int r : {0, 1}) {
-    auto res = job.wait_one(r, 30s);
-    EXPECT_EQ(res.exit_code, 3) << res.describe() << "\n" << res.output;
-    EXPECT_NE(res.output.find("FAILED PeerLost"), std::string::npos)
-        << res.output;
-    EXPECT_NE(res.output.find("no heartbeat from rank 2"), std::string::npos)
-        << res.output;
-  }
+  expect_peer_lost(job, {0, 1}, "no heartbeat from rank 2");
   job.kill(2, SIGKILL);
   job.kill(2, SIGCONT);
 }

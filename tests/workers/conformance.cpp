@@ -14,7 +14,6 @@
 // "SUMMARY rank=R size=N backend=B checks=C failures=F"; exits 0 when every
 // check passed, 1 on a mismatch, 2 on an exception ("ERROR <kind> during
 // <check>: <what>").
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -27,15 +26,14 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "jaccl/jaccl.h"
+#include "support/dir_allgather.h"
 
 namespace {
 
-using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 // ---- element types and reference semantics -------------------------------
@@ -610,30 +608,6 @@ void run_big(Ctx& c) {
   check_reduce<float>(c, Op::Sum, jaccl::Float32, count, true);
 }
 
-// All-gather through files: call k of rank r writes <dir>/<k>.<r>.
-jaccl::AllGatherFn file_all_gather(std::string dir, int rank, int size) {
-  auto seq = std::make_shared<int>(0);
-  return [dir, rank, size, seq](const char* src, char* dst, size_t n) {
-    std::string base = dir + "/" + std::to_string((*seq)++) + ".";
-    std::string mine = base + std::to_string(rank);
-    std::ofstream(mine + ".tmp", std::ios::binary)
-        .write(src, static_cast<std::streamsize>(n));
-    fs::rename(mine + ".tmp", mine);
-    auto until = std::chrono::steady_clock::now() + 60s;
-    for (int r = 0; r < size; ++r) {
-      std::string path = base + std::to_string(r);
-      while (!fs::exists(path)) {
-        if (std::chrono::steady_clock::now() > until)
-          throw jaccl::TimeoutError("file all-gather: no " + path);
-        std::this_thread::sleep_for(1ms);
-      }
-      std::ifstream(path, std::ios::binary)
-          .read(dst + static_cast<size_t>(r) * n,
-                static_cast<std::streamsize>(n));
-    }
-  };
-}
-
 }  // namespace
 
 int main() {
@@ -646,7 +620,7 @@ int main() {
     if (const char* side = std::getenv("TEST_SIDE_DIR")) {
       std::string dir = side;
       cfg.set_all_gather_factory([dir](int rank, int size) {
-        return file_all_gather(dir, rank, size);
+        return jaccl::test::dir_all_gather(dir, rank, size);
       });
     }
     auto group = jaccl::init(cfg, true);

@@ -21,21 +21,21 @@
 // TEST_RELEASE_FILE: after init print "HOLDING" and wait for that file.
 // Always printed after init: "SETUP_MAX_LISTEN n" (most listening sockets
 // seen at any side-channel call, factory mode only) and "LISTEN_NOW n".
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "jaccl/jaccl.h"
+#include "support/dir_allgather.h"
+#include "support/listen_sockets.h"
 
 namespace {
 
@@ -44,33 +44,6 @@ namespace fs = std::filesystem;
 
 int g_max_listen = -1;
 
-// Sockets of this process in LISTEN state (/proc/self/fd x /proc/net/tcp*).
-int count_listen_sockets() {
-  std::set<std::string> inodes;
-  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    auto target = fs::read_symlink(e.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) {
-      inodes.insert(target.substr(8, target.size() - 9));
-    }
-  }
-  int count = 0;
-  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
-    std::ifstream f(table);
-    std::string line;
-    std::getline(f, line);  // header
-    while (std::getline(f, line)) {
-      std::istringstream in(line);
-      std::string sl, local, remote, st, queues, tr, retr, uid, timeout, inode;
-      in >> sl >> local >> remote >> st >> queues >> tr >> retr >> uid >>
-          timeout >> inode;
-      if (st == "0A" && inodes.count(inode))
-        ++count;
-    }
-  }
-  return count;
-}
-
 void wait_for_file(const char* path) {
   auto until = std::chrono::steady_clock::now() + 60s;
   while (!fs::exists(path) && std::chrono::steady_clock::now() < until) {
@@ -78,36 +51,16 @@ void wait_for_file(const char* path) {
   }
 }
 
-// All-gather through files: call k of rank r writes <dir>/<k>.<r>.
-jaccl::AllGatherFn file_all_gather(std::string dir, int rank, int size) {
-  auto seq = std::make_shared<int>(0);
-  return [dir, rank, size, seq](const char* src, char* dst, size_t n) {
-    int listening = count_listen_sockets();
-    g_max_listen = std::max(g_max_listen, listening);
-    const char* hold = std::getenv("TEST_HOLD_FILE");
-    if (hold != nullptr && listening > 0 && !fs::exists(hold)) {
-      std::cout << "HELD" << std::endl;
-      wait_for_file(hold);
-    }
-    std::string base = dir + "/" + std::to_string((*seq)++) + ".";
-    std::string mine = base + std::to_string(rank);
-    std::ofstream(mine + ".tmp", std::ios::binary)
-        .write(src, static_cast<std::streamsize>(n));
-    fs::rename(mine + ".tmp", mine);
-    auto until = std::chrono::steady_clock::now() + 60s;
-    for (int r = 0; r < size; ++r) {
-      std::string path = base + std::to_string(r);
-      while (!fs::exists(path)) {
-        if (std::chrono::steady_clock::now() > until) {
-          throw jaccl::TimeoutError("file all-gather: no " + path);
-        }
-        std::this_thread::sleep_for(1ms);
-      }
-      std::ifstream(path, std::ios::binary)
-          .read(dst + static_cast<size_t>(r) * n,
-                static_cast<std::streamsize>(n));
-    }
-  };
+// Before each side-channel call: track the most listening sockets seen and,
+// with TEST_HOLD_FILE, hold once this process listens.
+void before_side_call() {
+  const int listening = jaccl::test::listen_sockets_of();
+  g_max_listen = std::max(g_max_listen, listening);
+  const char* hold = std::getenv("TEST_HOLD_FILE");
+  if (hold != nullptr && listening > 0 && !fs::exists(hold)) {
+    std::cout << "HELD" << std::endl;
+    wait_for_file(hold);
+  }
 }
 
 size_t env_size(const char* name, size_t dflt) {
@@ -184,7 +137,8 @@ int main(int argc, char** argv) {
     if (const char* side = std::getenv("TEST_SIDE_DIR")) {
       std::string dir = side;
       cfg.set_all_gather_factory([dir](int rank, int size) {
-        return file_all_gather(dir, rank, size);
+        return jaccl::test::dir_all_gather(dir, rank, size, 60s,
+                                           before_side_call);
       });
     }
     group = jaccl::init(cfg, true);
@@ -194,7 +148,7 @@ int main(int argc, char** argv) {
     return 3;
   }
   std::cout << "SETUP_MAX_LISTEN " << g_max_listen << std::endl;
-  std::cout << "LISTEN_NOW " << count_listen_sockets() << std::endl;
+  std::cout << "LISTEN_NOW " << jaccl::test::listen_sockets_of() << std::endl;
   std::cout << "READY rank=" << group->rank()
             << " backend=" << group->backend_name() << std::endl;
   if (const char* release = std::getenv("TEST_RELEASE_FILE")) {
