@@ -35,6 +35,22 @@ struct Header {
 };
 static_assert(sizeof(Header) == SideChannel::kHeaderBytes);
 
+// Runs a user all-gather; returns what it threw. A forced unwind
+// (pthread_exit, cancellation) must pass through: swallowing it aborts the
+// process. UBSan's null check misfires on binding the exception-less
+// __forced_unwind, hence the attribute.
+__attribute__((no_sanitize("undefined"))) std::exception_ptr call_user_fn(
+    const AllGatherFn& fn, const char* src, char* dst, size_t n) {
+  try {
+    fn(src, dst, n);
+  } catch (abi::__forced_unwind&) {
+    throw;
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 uint16_t hash16(std::string_view s) {
@@ -142,13 +158,7 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
         c.cv.notify_all();
       }
     } finish{*call};
-    try {
-      call->fn(call->in.data(), call->out.data(), n);
-    } catch (abi::__forced_unwind&) {
-      throw;  // swallowing a forced unwind aborts the process
-    } catch (...) {
-      finish.err = std::current_exception();
-    }
+    finish.err = call_user_fn(call->fn, call->in.data(), call->out.data(), n);
     finish.returned = true;
   }).detach();
   std::unique_lock<std::mutex> lock(call->mu);

@@ -38,7 +38,9 @@ std::string frame(uint8_t type, uint8_t kind, int32_t root,
   put_u16(p + 2, kCtlMagic);
   put_u32(p + 4, static_cast<uint32_t>(root));
   put_u32(p + 8, static_cast<uint32_t>(text.size()));
-  std::memcpy(f.data() + kCtlHeader, text.data(), text.size());
+  if (!text.empty()) {  // an empty view may have a null data()
+    std::memcpy(f.data() + kCtlHeader, text.data(), text.size());
+  }
   return f;
 }
 
