@@ -377,7 +377,8 @@ Config Config::from_env() {
                               EnvVar::SlurmSize};
   EnvVar rank_from = EnvVar::Rank, size_from_var = EnvVar::Size;
   for (EnvVar v : rank_vars) {
-    if (!get(v)) continue;
+    if (!get(v))
+      continue;
     rank_from = v;
     auto r = parse_int(get(v));
     if (!r || *r < 0 || *r > INT32_MAX) {
@@ -388,7 +389,8 @@ Config Config::from_env() {
     break;
   }
   for (EnvVar v : size_vars) {
-    if (!get(v)) continue;
+    if (!get(v))
+      continue;
     size_from_var = v;
     auto n = parse_int(get(v));
     if (!n || *n < 1 || *n > INT32_MAX) {
@@ -432,12 +434,15 @@ Config Config::from_env() {
         (cfg.rank_ < 0 || cfg.size_ < 1)) {
       int r = -1, n = 0;
       if (detail::mpi_rank_size(&r, &n)) {
-        if (cfg.rank_ < 0) cfg.set_rank(r);
-        if (cfg.size_ < 1) cfg.set_size(n);
+        if (cfg.rank_ < 0)
+          cfg.set_rank(r);
+        if (cfg.size_ < 1)
+          cfg.set_size(n);
       }
     }
   }
-  if (get(EnvVar::Job)) cfg.set_job(get(EnvVar::Job));
+  if (get(EnvVar::Job))
+    cfg.set_job(get(EnvVar::Job));
   if (get(EnvVar::Ring)) {
     cfg.prefer_ring(parse_flag(get(EnvVar::Ring)));
   }

@@ -61,8 +61,9 @@ SideChannel make_side_channel(const Config& cfg) {
                        "user all-gather function", cfg.get_timeout(), true);
   }
   if (!cfg.get_side_channel().empty()) {
-    SideChannelSpec spec{cfg.get_side_channel(), rank,           size,
-                         cfg.get_job(),          cfg.get_token(), cfg.get_timeout()};
+    SideChannelSpec spec{
+        cfg.get_side_channel(), rank, size, cfg.get_job(), cfg.get_token(),
+        cfg.get_timeout()};
     return SideChannel(rank, size, fp, make_side_channel_from_uri(spec),
                        redact_uri(cfg.get_side_channel()), cfg.get_timeout(),
                        false);

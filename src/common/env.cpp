@@ -49,8 +49,10 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "rank under Open MPI's mpirun"},
     {EnvVar::OmpiSize, "OMPI_COMM_WORLD_SIZE", nullptr, "unset",
      "size under Open MPI's mpirun"},
-    {EnvVar::PmiRank, "PMI_RANK", nullptr, "unset", "rank under a PMI launcher"},
-    {EnvVar::PmiSize, "PMI_SIZE", nullptr, "unset", "size under a PMI launcher"},
+    {EnvVar::PmiRank, "PMI_RANK", nullptr, "unset",
+     "rank under a PMI launcher"},
+    {EnvVar::PmiSize, "PMI_SIZE", nullptr, "unset",
+     "size under a PMI launcher"},
     {EnvVar::SlurmRank, "SLURM_PROCID", nullptr, "unset", "rank under srun"},
     {EnvVar::SlurmSize, "SLURM_NTASKS", nullptr, "unset", "size under srun"},
 }};

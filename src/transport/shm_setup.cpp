@@ -63,8 +63,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
   const ShmLayout layout = ShmLayout::for_budget(size, shm_budget_bytes(me));
   // Every rank proposes a name; rank 0's wins. The nonce keeps two jobs on
   // one machine apart.
-  std::string name =
-      sc.all_gather_bytes("/jaccl-" + nonce_hex()).front();
+  std::string name = sc.all_gather_bytes("/jaccl-" + nonce_hex()).front();
   ShmSegment seg;
   try {
     if (me == 0) {

@@ -42,8 +42,7 @@ TEST(EnvTable, EveryVariableIsDocumentedInTheReadme) {
           << v.name << ": README row does not name the alias " << v.alias;
     }
     EXPECT_NE(row.find(v.def), std::string::npos)
-        << v.name << ": README row does not give the default '" << v.def
-        << "'";
+        << v.name << ": README row does not give the default '" << v.def << "'";
   }
 }
 
@@ -58,8 +57,8 @@ TEST(EnvTable, ReadmeDocumentsNoUnknownVariable) {
     if (line.rfind("| `JACCL_", 0) == 0) {
       auto end = line.find('`', 3);
       std::string name = line.substr(3, end - 3);
-      EXPECT_TRUE(known.count(name)) << "README documents " << name
-                                     << " but the code does not read it";
+      EXPECT_TRUE(known.count(name))
+          << "README documents " << name << " but the code does not read it";
     }
   }
 }
