@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "common/error.h"
 
@@ -75,7 +76,9 @@ ShmGroup::ShmGroup(int rank, int size, ShmSegment seg, ShmLayout layout,
       base_(seg_.data()),
       state_(std::move(state)),
       op_timeout_(op_timeout),
-      keepalive_(std::move(keepalive)) {}
+      keepalive_(std::move(keepalive)),
+      oversubscribed_(size >
+                      static_cast<int>(std::thread::hardware_concurrency())) {}
 
 ShmGroup::~ShmGroup() = default;
 
@@ -123,7 +126,7 @@ void ShmGroup::step(const OpDesc& d) {
     }
     return true;
   };
-  wait_until(wake(), ready, [&] {
+  wait(ready, [&] {
     state_->throw_if_failed();
     if (deadline_.expired()) {
       std::ostringstream missing;
@@ -311,8 +314,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
       size_t done = 0;
       while (done < len) {
         uint64_t tail = 0;
-        wait_until(
-            wake(),
+        wait(
             [&] {
               tail = rc.tail.load(std::memory_order_acquire);
               return head - tail < cap;
@@ -354,8 +356,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
       size_t done = 0;
       while (done < len) {
         uint64_t head = 0;
-        wait_until(
-            wake(),
+        wait(
             [&] {
               head = rc.head.load(std::memory_order_acquire);
               return head != tail;

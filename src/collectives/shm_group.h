@@ -63,6 +63,10 @@ class ShmGroup : public Group {
   template <class F>
   void guarded(const char* what, F&& body);
   void check_alive(const Deadline& dl, const char* waiting_for);
+  template <class Ready, class Check>
+  void wait(Ready ready, Check check) {
+    wait_until(wake(), ready, check, oversubscribed_);
+  }
 
   char* slot(int r, uint64_t s) const {
     return base_ + layout_.slot_off(r, static_cast<int>(s & 1));
@@ -94,6 +98,8 @@ class ShmGroup : public Group {
   std::mutex mu_;  // one collective at a time
   uint64_t step_ = 0;
   Deadline deadline_;
+  // More ranks than cores: waits yield at once (see wait_until).
+  bool oversubscribed_ = false;
 };
 
 }  // namespace jaccl::detail

@@ -38,8 +38,11 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
 // Waits until ready() holds. check() runs every slice (and may throw: the
 // failure state, the deadline). Returns when ready.
+// oversubscribed: more local ranks than cores; then the peer we wait for
+// may need this very core, so every poll yields.
 template <class Ready, class Check>
-void wait_until(WakeWord& ww, Ready ready, Check check) {
+void wait_until(WakeWord& ww, Ready ready, Check check,
+                bool oversubscribed = false) {
   using Clock = std::chrono::steady_clock;
   // 1. Spin without giving up the core: a peer that is running answers in
   //    well under a microsecond, and a yield here would hand the core to any
