@@ -28,6 +28,8 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "sweep_args.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,75 +44,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-  std::string op = "all_sum";
+struct Options : bench::SweepArgs {
   std::string store;
-  size_t min_bytes = 8, max_bytes = 64 << 20;
-  double factor = 2;
-  int warmup = 5;
-  int iters = 20;
-  bool check = false;
-  bool json = false;
 };
 
-size_t parse_size(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  std::string suffix = end ? end : "";
-  double mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB")
-    mult = 1024.0;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
-    mult = 1048576.0;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
-    mult = 1073741824.0;
-  else if (!suffix.empty() && suffix != "B") {
-    std::fprintf(stderr, "gloo_bench: bad size '%s'\n", s);
-    std::exit(2);
-  }
-  return static_cast<size_t>(v * mult);
-}
-
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: gloo_bench --store DIR [-o all_sum|all_gather] [-b MIN] "
-               "[-e MAX] [-f FACTOR] [-w WARMUP] [-n ITERS] [-c] [--json]\n");
-  std::exit(2);
-}
-
+// Exits (like CLI11_PARSE) on --help or bad usage.
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc)
-        usage();
-      return argv[++i];
-    };
-    if (a == "-o")
-      o.op = next();
-    else if (a == "--store")
-      o.store = next();
-    else if (a == "-b")
-      o.min_bytes = parse_size(next());
-    else if (a == "-e")
-      o.max_bytes = parse_size(next());
-    else if (a == "-f")
-      o.factor = std::atof(next());
-    else if (a == "-w")
-      o.warmup = std::atoi(next());
-    else if (a == "-n")
-      o.iters = std::atoi(next());
-    else if (a == "-c")
-      o.check = true;
-    else if (a == "--json")
-      o.json = true;
-    else
-      usage();
+  CLI::App app{"gloo_bench: Gloo's ring all-reduce timed like jaccl-bench"};
+  bench::add_sweep_options(app, o, {"all_sum", "all_gather"});
+  app.add_option("--store", o.store, "FileStore directory shared by the ranks")
+      ->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.store.empty() || o.factor <= 1.0 || o.iters < 1 || o.warmup < 0 ||
-      (o.op != "all_sum" && o.op != "all_gather"))
-    usage();
   return o;
 }
 

@@ -19,6 +19,8 @@
 // broadcast, sendrecv: algbw). One JSON object per size on rank 0's stdout.
 #include <mpi.h>
 
+#include "sweep_args.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,81 +33,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Options {
-  std::string op = "all_sum";
-  size_t min_bytes = 8, max_bytes = 64 << 20;
-  double factor = 2;
-  int warmup = 5;
-  int iters = 20;
-  bool check = false;
-  bool json = false;
+struct Options : bench::SweepArgs {
   bool first = false;
   std::string label = "openmpi";
 };
 
-size_t parse_size(const char* s) {
-  char* end = nullptr;
-  double v = std::strtod(s, &end);
-  std::string suffix = end ? end : "";
-  double mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB")
-    mult = 1024.0;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
-    mult = 1048576.0;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
-    mult = 1073741824.0;
-  else if (!suffix.empty() && suffix != "B") {
-    std::fprintf(stderr, "mpi_bench: bad size '%s'\n", s);
-    std::exit(2);
-  }
-  return static_cast<size_t>(v * mult);
-}
-
-void usage() {
-  std::fprintf(stderr,
-               "usage: mpi_bench [-o all_sum|all_gather|sum_scatter|broadcast|"
-               "sendrecv] [-b MIN] [-e MAX] [-f FACTOR] [-w WARMUP] "
-               "[-n ITERS] [-c] [--json] [--label NAME] | --first\n");
-  std::exit(2);
-}
-
+// Exits (like CLI11_PARSE) on --help or bad usage.
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc)
-        usage();
-      return argv[++i];
-    };
-    if (a == "-o")
-      o.op = next();
-    else if (a == "-b")
-      o.min_bytes = parse_size(next());
-    else if (a == "-e")
-      o.max_bytes = parse_size(next());
-    else if (a == "-f")
-      o.factor = std::atof(next());
-    else if (a == "-w")
-      o.warmup = std::atoi(next());
-    else if (a == "-n")
-      o.iters = std::atoi(next());
-    else if (a == "-c")
-      o.check = true;
-    else if (a == "--json")
-      o.json = true;
-    else if (a == "--first")
-      o.first = true;
-    else if (a == "--label")
-      o.label = next();
-    else
-      usage();
+  CLI::App app{"mpi_bench: Open MPI collectives timed like jaccl-bench"};
+  bench::add_sweep_options(
+      app, o,
+      {"all_sum", "all_gather", "sum_scatter", "broadcast", "sendrecv"});
+  app.add_flag("--first", o.first,
+               "time start-up + one MPI_Allgather, then exit");
+  app.add_option("--label", o.label, "library label in the JSON");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.factor <= 1.0 || o.iters < 1 || o.warmup < 0)
-    usage();
-  if (o.op != "all_sum" && o.op != "all_gather" && o.op != "sum_scatter" &&
-      o.op != "broadcast" && o.op != "sendrecv")
-    usage();
   return o;
 }
 
