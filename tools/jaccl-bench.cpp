@@ -21,26 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "sweep_args.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-size_t parse_size(const std::string& s) {
-  size_t used = 0;
-  double v = std::stod(s, &used);
-  std::string suffix = s.substr(used);
-  double mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB")
-    mult = 1024.0;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB")
-    mult = 1048576.0;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB")
-    mult = 1073741824.0;
-  else if (!suffix.empty() && suffix != "B") {
-    throw CLI::ValidationError("size", "bad size suffix in '" + s + "'");
-  }
-  return static_cast<size_t>(v * mult);
-}
 
 const std::map<std::string, int>& dtypes() {
   static const std::map<std::string, int> m{
@@ -54,16 +39,9 @@ const std::map<std::string, int>& dtypes() {
   return m;
 }
 
-struct Options {
-  std::string op = "all_sum";
+struct Options : bench::SweepArgs {
   std::string dtype = "float32";
-  std::string min_size = "8", max_size = "64M";
-  double factor = 2;
-  int warmup = 5;
-  int iters = 20;
   bool inplace = false;
-  bool check = false;
-  bool json = false;
   bool quiet = false;
 };
 
@@ -254,38 +232,19 @@ int main(int argc, char** argv) {
   CLI::App app{
       "jaccl-bench: collective latency and bandwidth (run it under "
       "jaccl-run)"};
-  app.add_option("-o,--op", o.op,
-                 "all_sum, all_gather, sum_scatter, "
-                 "broadcast, sendrecv, barrier")
-      ->check(CLI::IsMember({"all_sum", "all_gather", "sum_scatter",
-                             "broadcast", "sendrecv", "barrier"}));
+  bench::add_sweep_options(app, o,
+                           {"all_sum", "all_gather", "sum_scatter", "broadcast",
+                            "sendrecv", "barrier"});
   app.add_option("-d,--dtype", o.dtype, "element type")
       ->check(CLI::IsMember(dtypes()));
-  app.add_option("-b,--minbytes", o.min_size, "smallest size (8, 4K, 1M)");
-  app.add_option("-e,--maxbytes", o.max_size, "largest size");
-  app.add_option("-f,--stepfactor", o.factor, "size multiplier per step")
-      ->check(CLI::Range(1.01, 1024.0));
-  app.add_option("-w,--warmup", o.warmup, "warm-up iterations per size")
-      ->check(CLI::Range(0, 100000));
-  app.add_option("-n,--iters", o.iters, "timed iterations per size")
-      ->check(CLI::Range(1, 10000000));
   app.add_flag("-i,--inplace", o.inplace, "in-place operation");
-  app.add_flag("-c,--check", o.check, "check every result");
-  app.add_flag("--json", o.json, "one JSON object per size (rank 0)");
   app.add_flag("-q,--quiet", o.quiet, "no progress lines");
   std::string transport;
   app.add_option("-t,--transport", transport,
                  "auto, tcp or shm (default: JACCL_TRANSPORT)");
   CLI11_PARSE(app, argc, argv);
 
-  size_t lo = 0, hi = 0;
-  try {
-    lo = parse_size(o.min_size);
-    hi = parse_size(o.max_size);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "jaccl-bench: %s\n", e.what());
-    return 2;
-  }
+  const size_t lo = o.min_bytes, hi = o.max_bytes;
   int dtype = dtypes().at(o.dtype);
   size_t esz = jaccl::dtype_size(dtype);
 

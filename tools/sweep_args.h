@@ -1,7 +1,7 @@
 // Copyright 2026 the jaccl authors.
-// Command-line options shared by the peer benchmarks (mpi_bench,
-// gloo_bench), parsed with CLI11 and spelled like jaccl-bench's, so
-// bench/compare drives every library with the same flags.
+// Sweep options shared by jaccl-bench and the peer benchmarks in bench/
+// (mpi_bench, gloo_bench), parsed with CLI11, so bench/compare drives every
+// library with the same flags.
 #pragma once
 
 #include <CLI/CLI.hpp>
