@@ -66,11 +66,12 @@ void ShmGroup::init_segment(char* base, const ShmLayout& layout) {
   }
 }
 
-ShmGroup::ShmGroup(int rank, int size, ShmSegment seg, ShmLayout layout,
-                   std::shared_ptr<FailureState> state, Millis op_timeout,
-                   std::shared_ptr<void> keepalive)
+ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
+                   ShmLayout layout, std::shared_ptr<FailureState> state,
+                   Millis op_timeout, std::shared_ptr<void> keepalive)
     : rank_(rank),
       size_(size),
+      names_(std::move(names)),
       seg_(std::move(seg)),
       layout_(layout),
       base_(seg_.data()),
@@ -88,7 +89,7 @@ void ShmGroup::check_alive(const Deadline& dl, const char* waiting_for) {
     raise(ErrorKind::Timeout,
           std::string("timed out after ") + format_duration(dl.total()) +
               " waiting for " + waiting_for,
-          {.rank = rank_, .address = "shared memory"});
+          {.rank = who(rank_), .address = "shared memory"});
   }
 }
 
@@ -108,7 +109,7 @@ void ShmGroup::guarded(const char* what, F&& body) {
   } catch (...) {
     state_->fail(std::current_exception());
     rethrow_as_error(state_->error(), ErrorKind::Internal, what,
-                     {.rank = rank_});
+                     {.rank = who(rank_)});
   }
 }
 
@@ -133,7 +134,7 @@ void ShmGroup::step(const OpDesc& d) {
       bool first = true;
       for (int q = 0; q < size_; ++q) {
         if (ctl(q).arrive.load(std::memory_order_acquire) < s) {
-          missing << (first ? "" : ", ") << q;
+          missing << (first ? "" : ", ") << who(q);
           first = false;
         }
       }
@@ -141,7 +142,7 @@ void ShmGroup::step(const OpDesc& d) {
             std::string(op_text(d.op)) + " timed out after " +
                 format_duration(deadline_.total()) + " waiting for ranks " +
                 missing.str(),
-            {.rank = rank_, .address = "shared memory"});
+            {.rank = who(rank_), .address = "shared memory"});
     }
   });
   for (int q = 0; q < size_; ++q) {
@@ -151,9 +152,10 @@ void ShmGroup::step(const OpDesc& d) {
       std::ostringstream msg;
       msg << "ranks disagree: this rank called " << op_text(d.op)
           << "(n_bytes=" << d.n_bytes << ", dtype=" << d.dtype << ") but rank "
-          << q << " called " << op_text(o.op) << "(n_bytes=" << o.n_bytes
+          << who(q) << " called " << op_text(o.op) << "(n_bytes=" << o.n_bytes
           << ", dtype=" << o.dtype << ")";
-      raise(ErrorKind::Protocol, msg.str(), {.rank = rank_, .peer = q});
+      raise(ErrorKind::Protocol, msg.str(),
+            {.rank = who(rank_), .peer = who(q)});
     }
   }
 }
@@ -273,7 +275,7 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
     raise(ErrorKind::Usage,
           "broadcast root " + std::to_string(root) + " out of range for size " +
               std::to_string(size_),
-          {.rank = rank_});
+          {.rank = who(rank_)});
   }
   guarded("broadcast", [&] {
     OpDesc d{kBroadcast, -1, n, root, 0};
@@ -302,7 +304,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
           "send to rank " + std::to_string(dst) + " (group size " +
               std::to_string(size_) + ", this rank " + std::to_string(rank_) +
               ")",
-          {.rank = rank_});
+          {.rank = who(rank_)});
   }
   guarded("send", [&] {
     RingCtl& rc = ring(rank_, dst);
@@ -322,7 +324,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
             [&] {
               check_alive(
                   deadline_,
-                  ("rank " + std::to_string(dst) + " to receive").c_str());
+                  ("rank " + std::to_string(who(dst)) + " to receive").c_str());
             });
         size_t room = cap - (head - tail);
         size_t at = head % cap;
@@ -345,7 +347,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
           "recv from rank " + std::to_string(src) + " (group size " +
               std::to_string(size_) + ", this rank " + std::to_string(rank_) +
               ")",
-          {.rank = rank_});
+          {.rank = who(rank_)});
   }
   guarded("recv", [&] {
     RingCtl& rc = ring(src, rank_);
@@ -364,7 +366,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
             [&] {
               check_alive(
                   deadline_,
-                  ("a message from rank " + std::to_string(src)).c_str());
+                  ("a message from rank " + std::to_string(who(src))).c_str());
             });
         size_t at = tail % cap;
         size_t k = std::min({len - done, size_t(head - tail), cap - at});
@@ -379,15 +381,15 @@ void ShmGroup::recv(void* out, size_t n, int src) {
     get(reinterpret_cast<char*>(&h), sizeof(h));
     if (h.magic != kP2pMagic) {
       raise(ErrorKind::Protocol,
-            "corrupt message header from rank " + std::to_string(src),
-            {.rank = rank_, .peer = src});
+            "corrupt message header from rank " + std::to_string(who(src)),
+            {.rank = who(rank_), .peer = who(src)});
     }
     if (h.n_bytes != n) {
       raise(ErrorKind::Protocol,
-            "rank " + std::to_string(src) + " sent " +
+            "rank " + std::to_string(who(src)) + " sent " +
                 std::to_string(h.n_bytes) +
                 " bytes but this rank's recv expects " + std::to_string(n),
-            {.rank = rank_, .peer = src});
+            {.rank = who(rank_), .peer = who(src)});
     }
     get(static_cast<char*>(out), n);
   });

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "collectives/shm_layout.h"
 #include "common/reduce.h"
@@ -20,10 +21,12 @@ namespace jaccl::detail {
 
 class ShmGroup : public Group {
  public:
-  // seg is mapped and initialized (header written by the creator).
-  ShmGroup(int rank, int size, ShmSegment seg, ShmLayout layout,
-           std::shared_ptr<FailureState> state, Millis op_timeout,
-           std::shared_ptr<void> keepalive);
+  // seg is mapped and initialized (header written by the creator). rank and
+  // size are this group's (the ranks on one host); names[i] is the job rank
+  // of member i, used in every message (empty: member i is rank i).
+  ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
+           ShmLayout layout, std::shared_ptr<FailureState> state,
+           Millis op_timeout, std::shared_ptr<void> keepalive);
   ~ShmGroup() override;
 
   int rank() override { return rank_; }
@@ -68,6 +71,11 @@ class ShmGroup : public Group {
     wait_until(wake(), ready, check, oversubscribed_);
   }
 
+  // The job rank of member q, for messages.
+  int who(int q) const {
+    return names_.empty() ? q : names_[static_cast<size_t>(q)];
+  }
+
   char* slot(int r, uint64_t s) const {
     return base_ + layout_.slot_off(r, static_cast<int>(s & 1));
   }
@@ -89,6 +97,7 @@ class ShmGroup : public Group {
 
   int rank_;
   int size_;
+  std::vector<int> names_;
   ShmSegment seg_;
   ShmLayout layout_;
   char* base_;

@@ -3,6 +3,8 @@
 // collectives.
 #include "transport/setup.h"
 
+#include <numeric>
+
 #include "collectives/socket_group.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -39,7 +41,12 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
   };
   Connections conns = setup_tcp(cfg, sc, want_data);
   if (use_shm) {
-    return make_shm_group(cfg, sc, std::move(conns));
+    std::vector<int> all(static_cast<size_t>(cfg.get_size()));
+    std::iota(all.begin(), all.end(), 0);
+    auto g = make_shm_group(cfg, sc, conns, all);
+    if (g)
+      return g;
+    return make_socket_group(cfg, std::move(conns));  // a single rank
   }
   JACCL_LOG(Info, "rank " << rank << ": TCP data plane ready ("
                           << cfg.get_size() << " ranks, " << cfg.get_wires()

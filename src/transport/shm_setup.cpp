@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -58,45 +59,59 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 }
 
 std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
-                                      Connections conns) {
-  const int me = cfg.get_rank(), size = cfg.get_size();
-  const ShmLayout layout = ShmLayout::for_budget(size, shm_budget_bytes(me));
-  // Every rank proposes a name; rank 0's wins. The nonce keeps two jobs on
-  // one machine apart.
-  std::string name = sc.all_gather_bytes("/jaccl-" + nonce_hex()).front();
+                                      const Connections& conns,
+                                      const std::vector<int>& members) {
+  const int rank = cfg.get_rank();
+  const int size = static_cast<int>(members.size());
+  const int me = static_cast<int>(
+      std::find(members.begin(), members.end(), rank) - members.begin());
+  if (me == size) {
+    raise(ErrorKind::Internal, "this rank is not among its host's members",
+          {.rank = rank});
+  }
+  const int creator = members.front();
+  const ShmLayout layout = ShmLayout::for_budget(size, shm_budget_bytes(rank));
+  // Every rank proposes a name; each host's first member's wins. The nonce
+  // keeps two jobs (and two hosts' groups) on one machine apart.
+  std::string name = sc.all_gather_bytes(
+      "/jaccl-" + nonce_hex())[static_cast<size_t>(creator)];
+  const bool alone = size == 1;
   ShmSegment seg;
   try {
-    if (me == 0) {
-      seg = ShmSegment::create(name, layout.total(), me);
+    if (rank == creator && !alone) {
+      seg = ShmSegment::create(name, layout.total(), rank);
       ShmGroup::init_segment(seg.data(), layout);
     }
     sc.barrier();  // created
-    if (me != 0) {
-      seg = ShmSegment::open(name, layout.total(), me);
+    if (rank != creator && !alone) {
+      seg = ShmSegment::open(name, layout.total(), rank);
       auto* h = reinterpret_cast<const ShmHeader*>(seg.data());
       if (h->magic != kShmMagic || h->nranks != static_cast<uint32_t>(size) ||
           h->slot_bytes != layout.slot_bytes) {
         raise(ErrorKind::Protocol,
               "shared-memory segment layout differs from this rank's "
               "(JACCL_SHM_BUDGET must agree across ranks)",
-              {.rank = me, .address = "/dev/shm" + name});
+              {.rank = rank, .address = "/dev/shm" + name});
       }
     }
     sc.barrier();  // everyone has mapped it
   } catch (...) {
     // Whoever fails removes the name, so a dead creator leaves nothing.
-    ::shm_unlink(name.c_str());
+    if (!alone)
+      ::shm_unlink(name.c_str());
     throw;
   }
-  ::shm_unlink(name.c_str());  // every rank: covers a creator that dies now
+  if (alone)
+    return nullptr;
+  ::shm_unlink(name.c_str());  // every member: covers a creator that dies now
   seg.unlink();
-  if (me == 0) {
-    JACCL_LOG(Info, "rank 0: shared-memory group of "
-                        << size << " ranks, " << layout.total() / 1024
-                        << " KiB segment, " << layout.slot_bytes / 1024
-                        << " KiB slots");
+  if (rank == creator) {
+    JACCL_LOG(Info, "rank " << rank << ": shared-memory group of " << size
+                            << " ranks, " << layout.total() / 1024
+                            << " KiB segment, " << layout.slot_bytes / 1024
+                            << " KiB slots");
   }
-  return std::make_shared<ShmGroup>(me, size, std::move(seg), layout,
+  return std::make_shared<ShmGroup>(me, size, members, std::move(seg), layout,
                                     conns.state, cfg.get_op_timeout(),
                                     conns.keepalive);
 }

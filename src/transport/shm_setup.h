@@ -19,11 +19,15 @@ namespace jaccl::detail {
 // local to `me`, or -1.
 int first_nonlocal(const std::vector<TcpCard>& cards, int me);
 
-// Creates (rank 0) or maps (others) the job's segment, named with a random
-// nonce published through the side channel, unlinks it once every rank has
-// mapped it, and builds the group. conns carries the control connections
-// (liveness) and the failure state; it has no data wires.
+// Creates (the first member) or maps (the others) one segment per host,
+// named with a random nonce published through the side channel, unlinks it
+// once every member has mapped it, and builds the group of this host's
+// ranks. members: the job ranks on this host, ascending, including this
+// one. Collective over the whole job (every rank calls it, each with its own
+// host's members). conns carries the control connections (liveness) and the
+// failure state. A host with one rank gets no segment (nullptr).
 std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
-                                      Connections conns);
+                                      const Connections& conns,
+                                      const std::vector<int>& members);
 
 }  // namespace jaccl::detail

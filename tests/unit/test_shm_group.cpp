@@ -35,8 +35,8 @@ void run_ranks(int size, const std::function<void(Group&)>& body,
   std::vector<std::unique_ptr<ShmGroup>> groups;
   for (int r = 0; r < size; ++r) {
     groups.push_back(std::make_unique<ShmGroup>(
-        r, size, ShmSegment::open(name, layout.total(), r), layout,
-        std::make_shared<FailureState>(), op_timeout, nullptr));
+        r, size, std::vector<int>{}, ShmSegment::open(name, layout.total(), r),
+        layout, std::make_shared<FailureState>(), op_timeout, nullptr));
   }
   owner.unlink();
   std::vector<std::exception_ptr> errors(size);
