@@ -40,7 +40,7 @@ bool is_peer_lost(int err) {
                            const OpContext& ctx) {
   const std::string what = std::string(verb) + " failed during " + ctx.name;
   raise(is_peer_lost(err) ? ErrorKind::PeerLost : ErrorKind::Io, what,
-        {.rank = ctx.rank, .peer = peer, .sys_errno = err});
+        {.rank = ctx.rank, .peer = ctx.who(peer), .sys_errno = err});
 }
 
 // Fills iov with the rest of the header and the payload.
@@ -196,7 +196,7 @@ bool recv_step(int fd, WireHeader& h, size_t& hdr_done, char* p, size_t len,
     if (n == 0) {
       raise(ErrorKind::PeerLost,
             std::string("connection closed by the peer during ") + ctx.name,
-            {.rank = ctx.rank, .peer = peer});
+            {.rank = ctx.rank, .peer = ctx.who(peer)});
     }
     if (errno == EINTR) {
       continue;
@@ -239,8 +239,8 @@ void raise_timeout(const OpContext& ctx, int peer, const std::string& detail) {
   raise(ErrorKind::Timeout,
         std::string(ctx.name) + " timed out after " +
             format_duration(ctx.deadline.total()) + " waiting for rank " +
-            std::to_string(peer) + " (" + detail + ")",
-        {.rank = ctx.rank, .peer = peer});
+            std::to_string(ctx.who(peer)) + " (" + detail + ")",
+        {.rank = ctx.rank, .peer = ctx.who(peer)});
 }
 
 void push_header(int fd, const WireHeader& h, size_t& hdr_done) {
@@ -263,7 +263,7 @@ namespace {
 void check_or_flush(std::span<Transfer> xs, const Transfer& got,
                     const OpContext& ctx) {
   try {
-    check_header(got.hdr, ctx.desc, got.seq, ctx.rank, got.peer);
+    check_header(got.hdr, ctx.desc, got.seq, ctx.rank, ctx.who(got.peer));
   } catch (...) {
     for (Transfer& x : xs) {
       if (x.is_send) {

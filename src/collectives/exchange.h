@@ -60,12 +60,13 @@ inline constexpr size_t kHeaderBytes = sizeof(WireHeader);
 WireHeader make_header(const OpDesc& op, uint32_t seq);
 // Throws ProtocolError naming the peer and both sides' ops if got does not
 // match what this rank is doing.
+// rank and peer are job ranks.
 void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
                   int rank, int peer);
 
 // The op in flight on one rank.
 struct OpContext {
-  int rank = -1;
+  int rank = -1;          // job rank of this member, for messages
   const char* name = "";  // API name, "all_sum"
   OpDesc desc;
   Deadline deadline;
@@ -74,6 +75,14 @@ struct OpContext {
   // ranks may outnumber cores): a loopback reply often comes within ~15 us,
   // and a sleep + wake-up costs about as much again.
   int spin_us = 0;
+  // Job ranks of the group's members (empty: member i is rank i).
+  const std::vector<int>* names = nullptr;
+  // The job rank of member `peer`, for messages.
+  int who(int peer) const {
+    return names == nullptr || names->empty()
+               ? peer
+               : (*names)[static_cast<size_t>(peer)];
+  }
 };
 
 // One non-blocking sendmsg/recvmsg of the rest of a header followed by

@@ -233,7 +233,7 @@ void RingEngine::wire_loop(Stream* streams, int w) {
       raise(ErrorKind::Internal,
             std::string("ring ") + p.ctx.name + " stalled on wire " +
                 std::to_string(w),
-            {.rank = links_.rank});
+            {.rank = p.ctx.rank});
     }
     if (!wait_ready(pfds, p.ctx)) {
       for (int d = 0; d < p.dirs; ++d) {
@@ -359,7 +359,8 @@ bool RingEngine::pump_recv(Stream& s) const {
     const bool ready = recv_step(s.recv_fd, s.rh, s.rhdr, dst, lim - s.rgot,
                                  moved, s.sch.from(), p.ctx);
     if (h0 < kHeaderBytes && s.rhdr == kHeaderBytes) {
-      check_header(s.rh, p.ctx.desc, s.rseq, links_.rank, s.sch.from());
+      check_header(s.rh, p.ctx.desc, s.rseq, p.ctx.rank,
+                   p.ctx.who(s.sch.from()));
     }
     s.rgot += moved;
     progress = progress || moved != 0 || s.rhdr != h0;

@@ -8,6 +8,7 @@
 
 #include "collectives/exchange.h"
 #include "collectives/mesh.h"
+#include "collectives/op_checks.h"
 #include "collectives/ring.h"
 #include "collectives/ring_math.h"
 #include "common/error.h"
@@ -19,8 +20,10 @@ namespace {
 
 class SocketGroup final : public Group {
  public:
-  SocketGroup(bool prefer_ring, Connections conns)
-      : conns_(std::move(conns)), prefer_ring_(prefer_ring) {
+  SocketGroup(bool prefer_ring, Connections conns, bool p2p_only)
+      : conns_(std::move(conns)),
+        prefer_ring_(prefer_ring),
+        p2p_only_(p2p_only) {
     const int n = conns_.size;
     links_.rank = conns_.rank;
     links_.size = n;
@@ -38,15 +41,15 @@ class SocketGroup final : public Group {
         continue;
       }
       if (static_cast<int>(conns_.wires.size()) != n ||
-          conns_.wires[p].empty()) {
+          (conns_.wires[p].empty() && !p2p_only_)) {
         raise(ErrorKind::Internal, "socket group: no connection to a peer",
-              {.rank = conns_.rank, .peer = p});
+              {.rank = who(conns_.rank), .peer = who(p)});
       }
       for (const Fd& fd : conns_.wires[p]) {
         links_.fds[p].push_back(fd.get());
       }
     }
-    if (n > 1) {
+    if (n > 1 && !p2p_only_) {
       ring_ = std::make_unique<RingEngine>(links_);
     }
   }
@@ -190,11 +193,7 @@ class SocketGroup final : public Group {
     std::lock_guard<std::mutex> lock(mu_);
     conns_.state->throw_if_failed();
     checked_count(op, dtype, n);
-    const char* name = op_kind_name(kind);
-    check_ptrs(name, in, n, out, n);
-    if (in != out && ring::overlaps(in, n, out, n)) {
-      usage(std::string(name) + ": input and output overlap partially");
-    }
+    check_reduce_buffers(who(links_.rank), op_kind_name(kind), in, out, n);
     if (n == 0) {
       return;
     }
@@ -216,8 +215,14 @@ class SocketGroup final : public Group {
   }
 
   OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring) const {
+    if (p2p_only_ && kind != OpKind::SendRecv) {
+      raise(ErrorKind::Internal,
+            std::string(op_kind_name(kind)) + " on a send/recv-only group",
+            {.rank = who(links_.rank)});
+    }
     OpContext ctx;
-    ctx.rank = links_.rank;
+    ctx.rank = who(links_.rank);
+    ctx.names = &conns_.names;
     ctx.name = op_kind_name(kind);
     ctx.desc.kind = kind;
     ctx.desc.dtype = dtype;
@@ -244,27 +249,32 @@ class SocketGroup final : public Group {
   }
 
   [[noreturn]] void usage(const std::string& what) const {
-    raise(ErrorKind::Usage, what, {.rank = links_.rank});
+    raise(ErrorKind::Usage, what, {.rank = who(links_.rank)});
+  }
+
+  int who(int member) const {
+    return conns_.names.empty() ? member
+                                : conns_.names[static_cast<size_t>(member)];
   }
 
   void check_peer(const char* op, int peer, const char* role) const {
-    if (peer < 0 || peer >= links_.size || peer == links_.rank) {
-      usage(std::string(op) + ": " + role + " rank " + std::to_string(peer) +
-            (peer == links_.rank ? " is this rank"
-                                 : " is out of range for a group of size " +
-                                       std::to_string(links_.size)));
+    check_peer_rank(links_.rank, links_.size, op, peer, role);
+    if (links_.fds[static_cast<size_t>(peer)].empty()) {
+      raise(ErrorKind::Internal,
+            std::string(op) + ": no TCP link to rank " +
+                std::to_string(who(peer)),
+            {.rank = who(links_.rank), .peer = who(peer)});
     }
   }
 
   void check_ptrs(const char* op, const void* in, size_t n_in, const void* out,
                   size_t n_out) const {
-    if ((in == nullptr && n_in != 0) || (out == nullptr && n_out != 0)) {
-      usage(std::string(op) + ": null buffer for a non-empty transfer");
-    }
+    check_buffers(who(links_.rank), op, in, n_in, out, n_out);
   }
 
   Connections conns_;
   bool prefer_ring_ = false;
+  bool p2p_only_ = false;
   // Small ops poll briefly before sleeping, unless the group could
   // outnumber this host's cores (then spinning steals a peer's core).
   int spin_us_ =
@@ -278,8 +288,10 @@ class SocketGroup final : public Group {
 
 }  // namespace
 
-std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns) {
-  return std::make_shared<SocketGroup>(cfg.get_prefer_ring(), std::move(conns));
+std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns,
+                                         bool p2p_only) {
+  return std::make_shared<SocketGroup>(cfg.get_prefer_ring(), std::move(conns),
+                                       p2p_only);
 }
 
 }  // namespace jaccl::detail

@@ -46,6 +46,11 @@ constexpr size_t mesh_max_bytes(int size) {
 // mismatch) every op rethrows that failure at once; usage errors (bad
 // dtype, size or peer) are thrown before any byte moves and leave the
 // group working.
-std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns);
+//
+// conns.names maps members to job ranks when the group is a subset of the
+// job (messages name job ranks). p2p_only: a group for send/recv only, in
+// which some pairs have no wires (they talk through shared memory).
+std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns,
+                                         bool p2p_only = false);
 
 }  // namespace jaccl::detail

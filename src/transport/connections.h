@@ -66,6 +66,9 @@ struct Connections {
   // wires[peer][w]: the w-th TCP connection to peer (empty for self and for
   // peers this topology does not connect). Non-blocking, TCP_NODELAY.
   std::vector<std::vector<Fd>> wires;
+  // names[i]: the job rank of member i, for messages, when this group is a
+  // subset of the job (the hosts' leaders); empty: member i is rank i.
+  std::vector<int> names;
   // Deadline budget for one blocking operation (0 = none).
   Millis op_timeout{0};
   std::shared_ptr<FailureState> state = std::make_shared<FailureState>();

@@ -339,7 +339,8 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
     listens[static_cast<size_t>(r)] = cards[static_cast<size_t>(r)].listens();
   }
   check_listen_pairs(listens, me);
-  const bool with_data = !want_data || want_data(cards);
+  const std::vector<int> data_wires =
+      want_data ? want_data(cards) : std::vector<int>();
 
   // Who we dial, who dials us.
   struct Job {
@@ -353,7 +354,8 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
     if (p == me) {
       continue;
     }
-    int w = with_data ? data_wires_between(me, p, size, wires) : 0;
+    int w = data_wires.empty() ? data_wires_between(me, p, size, wires)
+                               : data_wires[static_cast<size_t>(p)];
     conns.wires[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
     if (dials(me, p, listens)) {
       const TcpCard& c = cards[static_cast<size_t>(p)];

@@ -98,9 +98,12 @@ Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
              const Hello& hello, const std::string& token, const Deadline& dl,
              const std::atomic<bool>& stop, int rank);
 
-// Decides from the gathered cards whether data wires are wanted (false:
-// control connections only, e.g. when shared memory carries the data).
-using DataWiresFn = std::function<bool(const std::vector<TcpCard>& cards)>;
+// Decides from the gathered cards how many data wires each peer gets
+// (wires[p]; 0: control connection only, shared memory carries that pair's
+// data). Both ends of a pair must compute the same number. Without it,
+// data_wires_between() for every pair.
+using DataWiresFn =
+    std::function<std::vector<int>(const std::vector<TcpCard>& cards)>;
 
 // The whole TCP set-up: listen (unless JACCL_LISTEN=0), exchange cards,
 // connect every pair, barrier, start the liveness monitor (as keepalive),

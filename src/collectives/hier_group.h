@@ -1,0 +1,76 @@
+// Copyright 2026 the jaccl authors.
+// A group spanning several hosts, some with several ranks: shared memory
+// inside each host, TCP between hosts. Reductions are hierarchical (reduce
+// inside each host, all-reduce among the hosts' leaders, broadcast back), so
+// each host puts one copy of the data on the network instead of one per
+// rank. send/recv go straight to the peer: through shared memory on the
+// same host, over the pair's own TCP wires otherwise.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/reduce.h"
+#include "jaccl/group.h"
+#include "transport/connections.h"
+
+namespace jaccl::detail {
+
+// Who is where: hosts[h] lists the job ranks on host h, ascending; hosts are
+// ordered by their first rank, which is the host's leader.
+struct HostMap {
+  std::vector<std::vector<int>> hosts;
+  std::vector<int> host_of;   // job rank -> host index
+  std::vector<int> index_of;  // job rank -> index among its host's ranks
+
+  static HostMap from_host_ids(const std::vector<int>& host_id);
+  int size() const { return static_cast<int>(host_of.size()); }
+  const std::vector<int>& members_of(int rank) const {
+    return hosts[static_cast<size_t>(host_of[static_cast<size_t>(rank)])];
+  }
+  std::vector<int> leaders() const;
+};
+
+class HierGroup : public Group {
+ public:
+  // local: this host's shared-memory group (nullptr when alone on the
+  // host); leaders: the hosts' leaders over TCP (only on a leader); p2p:
+  // send/recv to ranks on other hosts (every rank).
+  HierGroup(int rank, HostMap map, std::shared_ptr<Group> local,
+            std::shared_ptr<Group> leaders, std::shared_ptr<Group> p2p,
+            std::shared_ptr<FailureState> state);
+
+  int rank() override { return rank_; }
+  int size() override { return map_.size(); }
+  void all_sum(const void* in, void* out, size_t n, int dtype) override;
+  void all_max(const void* in, void* out, size_t n, int dtype) override;
+  void all_min(const void* in, void* out, size_t n, int dtype) override;
+  void all_gather(const void* in, void* out, size_t n) override;
+  void sum_scatter(const void* in, void* out, size_t n, int dtype) override;
+  void send(const void* in, size_t n, int dst) override;
+  void recv(void* out, size_t n, int src) override;
+  void barrier() override;
+  void broadcast(void* buf, size_t n, int root) override;
+  const char* backend_name() const override { return "shm+tcp"; }
+
+ private:
+  void all_reduce(ReduceOp op, const char* name, const void* in, void* out,
+                  size_t n, int dtype);
+  static void reduce_on(Group& g, ReduceOp op, const void* in, void* out,
+                        size_t n, int dtype);
+
+  int rank_;
+  HostMap map_;
+  int host_;   // this rank's host
+  int index_;  // this rank's index on its host
+  bool leader_;
+  std::shared_ptr<Group> local_;
+  std::shared_ptr<Group> leaders_;
+  std::shared_ptr<Group> p2p_;
+  std::shared_ptr<FailureState> state_;
+  std::mutex mu_;  // one collective at a time
+  std::vector<char> tmp_, tmp2_;
+};
+
+}  // namespace jaccl::detail

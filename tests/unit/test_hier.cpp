@@ -1,0 +1,304 @@
+// Copyright 2026 the jaccl authors.
+// Groups spanning several "hosts": each host is an IPC namespace of its own
+// (made with unshare, entered with nsenter), so its ranks share memory with
+// each other but not with the other hosts, exactly as on separate machines;
+// TCP still runs over loopback. Checks the host map, the full conformance
+// matrix over the shared-memory + TCP group for several layouts (interleaved,
+// blocked, uneven, three hosts), faults (a rank or a host leader SIGKILLed,
+// ranks calling different ops) and JACCL_TRANSPORT=tcp across namespaces.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "collectives/hier_group.h"
+#include "support/fixtures.h"
+#include "support/proc.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using jaccl::detail::HostMap;
+using jaccl::test::Job;
+using jaccl::test::kUnsetEnv;
+using jaccl::test::ProcResult;
+using jaccl::test::TempDir;
+namespace fs = std::filesystem;
+using Env = std::map<std::string, std::string>;
+
+// ---- the host map ---------------------------------------------------------
+
+TEST(HostMap, GroupsRanksByHostInFirstRankOrder) {
+  HostMap m = HostMap::from_host_ids({7, 3, 7, -4, 3});
+  ASSERT_EQ(m.hosts.size(), 3u);
+  EXPECT_EQ(m.hosts[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(m.hosts[1], (std::vector<int>{1, 4}));
+  EXPECT_EQ(m.hosts[2], (std::vector<int>{3}));
+  EXPECT_EQ(m.host_of, (std::vector<int>{0, 1, 0, 2, 1}));
+  EXPECT_EQ(m.index_of, (std::vector<int>{0, 0, 1, 0, 1}));
+  EXPECT_EQ(m.leaders(), (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(m.members_of(4), (std::vector<int>{1, 4}));
+  EXPECT_EQ(m.size(), 5);
+}
+
+// ---- IPC namespaces as hosts ----------------------------------------------
+
+// One persistent IPC namespace per host, bound to a file; unmounted at the
+// end.
+class Hosts {
+ public:
+  explicit Hosts(int count) {
+    for (int h = 0; h < count; ++h) {
+      std::string f = (fs::path(dir_.path()) / ("host" + std::to_string(h)));
+      std::ofstream(f).put('\n');
+      auto r = jaccl::test::run("unshare", {"--ipc=" + f, "true"}, {}, 10s);
+      if (!r.exited_ok()) {
+        error_ = "unshare --ipc=FILE failed: " + r.describe() + ": " + r.output;
+        return;
+      }
+      files_.push_back(f);
+    }
+  }
+  ~Hosts() {
+    for (const auto& f : files_)
+      ::umount2(f.c_str(), MNT_DETACH);
+  }
+  const std::string& error() const { return error_; }
+  const std::string& file(int h) const {
+    return files_[static_cast<size_t>(h)];
+  }
+
+ private:
+  TempDir dir_;
+  std::vector<std::string> files_;
+  std::string error_;
+};
+
+// Runs n copies of worker (args) with rank r inside host host_of[r].
+Job start_on_hosts(const Hosts& hosts, const std::vector<int>& host_of,
+                   const std::string& worker,
+                   const std::vector<std::string>& args,
+                   const std::function<Env(int)>& env) {
+  std::vector<std::string> sh = {
+      "-c", "exec nsenter --ipc=\"$HIER_HOST\" -- \"$0\" \"$@\"", worker};
+  sh.insert(sh.end(), args.begin(), args.end());
+  const int n = static_cast<int>(host_of.size());
+  return Job::start("/bin/sh", sh, n, [&](int r) {
+    Env e = env(r);
+    e["HIER_HOST"] = hosts.file(host_of[static_cast<size_t>(r)]);
+    return e;
+  });
+}
+
+Env rank_env(int rank, int size, int port, const std::string& transport) {
+  return {{"JACCL_RANK", std::to_string(rank)},
+          {"JACCL_SIZE", std::to_string(size)},
+          {"JACCL_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
+          {"JACCL_TRANSPORT", transport},
+          {"JACCL_TIMEOUT", "30"},
+          {"JACCL_OP_TIMEOUT", "600"},
+          {"JACCL_RING", kUnsetEnv},
+          {"JACCL_WIRES", kUnsetEnv},
+          {"JACCL_TOKEN", kUnsetEnv},
+          {"JACCL_LISTEN", kUnsetEnv},
+          {"JACCL_SIDE_CHANNEL", kUnsetEnv},
+          {"JACCL_HEARTBEAT_TIMEOUT", kUnsetEnv},
+          {"TEST_SIDE_DIR", kUnsetEnv}};
+}
+
+std::string all_output(const std::vector<ProcResult>& rs) {
+  std::string s;
+  for (size_t r = 0; r < rs.size(); ++r) {
+    s += "---- rank " + std::to_string(r) + " (" + rs[r].describe() + ")\n" +
+         rs[r].output;
+  }
+  return s;
+}
+
+std::string line_of(const std::string& out, const std::string& prefix) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0)
+      return line;
+  }
+  return "";
+}
+
+int host_count(const std::vector<int>& host_of) {
+  return *std::max_element(host_of.begin(), host_of.end()) + 1;
+}
+
+#define REQUIRE_HOSTS(h)         \
+  if (!(h).error().empty()) {    \
+    GTEST_SKIP() << (h).error(); \
+  }
+
+// ---- conformance over shared memory + TCP ---------------------------------
+
+struct Layout {
+  std::string name;
+  std::vector<int> host_of;  // rank -> host
+  std::string matrix;        // conformance worker CONF_MATRIX
+  bool ring = false;
+};
+void PrintTo(const Layout& l, std::ostream* os) {
+  *os << l.name;
+}
+
+class HierConformance : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(HierConformance, EveryOpMatchesTheReference) {
+  const Layout& l = GetParam();
+  Hosts hosts(host_count(l.host_of));
+  REQUIRE_HOSTS(hosts);
+  TempDir dir;
+  const int n = static_cast<int>(l.host_of.size());
+  const int port = jaccl::test::free_loopback_port();
+  Job job =
+      start_on_hosts(hosts, l.host_of, jaccl::test::worker_path("conformance"),
+                     {}, [&](int r) {
+                       Env e = rank_env(r, n, port, "auto");
+                       e["CONF_MATRIX"] = l.matrix;
+                       e["CONF_DIR"] = dir.path();
+                       if (l.ring)
+                         e["JACCL_RING"] = "1";
+                       return e;
+                     });
+  auto rs = job.wait(300s);
+  const std::string all = all_output(rs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    const std::string summary = line_of(rs[r].output, "SUMMARY ");
+    EXPECT_NE(summary.find("rank=" + std::to_string(r) +
+                           " size=" + std::to_string(n) + " backend=shm+tcp"),
+              std::string::npos)
+        << summary << "\n"
+        << all;
+    EXPECT_NE(summary.find(" failures=0"), std::string::npos) << all;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hier, HierConformance,
+    ::testing::Values(
+        // Hosts {0,2} and {1,3}: no host's ranks are consecutive.
+        Layout{"Interleaved_N4", {0, 1, 0, 1}, "full"},
+        // {0,1} {2,3}: leaders' all_gather/sum_scatter line up with ranks.
+        Layout{"Blocked_N4", {0, 0, 1, 1}, "full"},
+        Layout{"Blocked_N4_Ring", {0, 0, 1, 1}, "reduced", true},
+        // {0,1,3} {2} {4}: hosts of one rank next to a bigger one.
+        Layout{"Uneven_N5", {0, 0, 1, 0, 2}, "full"},
+        Layout{"ThreeHosts_N6", {0, 0, 1, 1, 2, 2}, "reduced"}),
+    [](const auto& info) { return info.param.name; });
+
+// ---- faults -----------------------------------------------------------------
+
+struct KillCase {
+  std::string name;
+  std::vector<int> host_of;
+  int victim;
+};
+void PrintTo(const KillCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class HierKill : public ::testing::TestWithParam<KillCase> {};
+
+TEST_P(HierKill, SurvivorsOnEveryHostThrowPeerLostNamingIt) {
+  const KillCase& c = GetParam();
+  Hosts hosts(host_count(c.host_of));
+  REQUIRE_HOSTS(hosts);
+  const int n = static_cast<int>(c.host_of.size());
+  const int port = jaccl::test::free_loopback_port();
+  Job job = start_on_hosts(hosts, c.host_of,
+                           jaccl::test::worker_path("fault_worker"), {"loop"},
+                           [&](int r) { return rank_env(r, n, port, "auto"); });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(job.wait_for_output(r, "LOOPING", 60s))
+        << "rank " << r << " never got going:\n"
+        << all_output(job.wait(1s));
+  }
+  // The shell exec'd nsenter, which exec'd the worker: the pid is the rank.
+  job.kill(c.victim, SIGKILL);
+  auto rs = job.wait(60s);  // far below JACCL_OP_TIMEOUT: a hang fails here
+  const std::string all = all_output(rs);
+  const std::string victim = "rank " + std::to_string(c.victim);
+  for (int r = 0; r < n; ++r) {
+    if (r == c.victim)
+      continue;
+    EXPECT_FALSE(rs[r].timed_out) << "rank " << r << " hung\n" << all;
+    EXPECT_EQ(rs[r].exit_code, 3) << "rank " << r << "\n" << all;
+    const std::string err = line_of(rs[r].output, "ERROR ");
+    EXPECT_EQ(err.rfind("ERROR PeerLost PeerLostError | ", 0), 0u)
+        << "rank " << r << ": " << err << "\n"
+        << all;
+    EXPECT_NE(err.find(victim), std::string::npos)
+        << "rank " << r << " does not name " << victim << ": " << err;
+    EXPECT_NE(rs[r].output.find("DESTROYED"), std::string::npos) << all;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hier, HierKill,
+    ::testing::Values(KillCase{"NonLeader_N4", {0, 0, 1, 1}, 3},
+                      KillCase{"Leader_N4", {0, 0, 1, 1}, 2},
+                      KillCase{"LoneHost_N3", {0, 0, 1}, 2}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(HierFaults, RanksCallingDifferentOpsGetProtocolErrorOnEveryHost) {
+  const std::vector<int> host_of = {0, 0, 1, 1};
+  Hosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  const int n = 4, odd = 3;  // a non-leader on the second host
+  const int port = jaccl::test::free_loopback_port();
+  Job job =
+      start_on_hosts(hosts, host_of, jaccl::test::worker_path("fault_worker"),
+                     {"mismatch"}, [&](int r) {
+                       Env e = rank_env(r, n, port, "auto");
+                       e["FAULT_ODD"] = std::to_string(odd);
+                       return e;
+                     });
+  auto rs = job.wait(120s);
+  const std::string all = all_output(rs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_FALSE(rs[r].timed_out) << "rank " << r << " hung\n" << all;
+    EXPECT_EQ(rs[r].exit_code, 3) << "rank " << r << "\n" << all;
+    const std::string err = line_of(rs[r].output, "ERROR ");
+    EXPECT_EQ(err.rfind("ERROR Protocol ProtocolError | ", 0), 0u)
+        << "rank " << r << ": " << err << "\n"
+        << all;
+  }
+  // The ranks sharing memory with the odd one see what it called.
+  EXPECT_NE(line_of(rs[2].output, "ERROR ").find("all_gather"),
+            std::string::npos)
+      << all;
+}
+
+TEST(HierTransport, TcpAcrossNamespacesStaysPlainTcp) {
+  const std::vector<int> host_of = {0, 0, 1};
+  Hosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  const int n = 3;
+  const int port = jaccl::test::free_loopback_port();
+  Job job = start_on_hosts(hosts, host_of,
+                           jaccl::test::worker_path("fault_worker"), {"once"},
+                           [&](int r) { return rank_env(r, n, port, "tcp"); });
+  auto rs = job.wait(60s);
+  const std::string all = all_output(rs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(rs[r].exited_ok()) << all;
+    EXPECT_NE(
+        rs[r].output.find("OK rank=" + std::to_string(r) + " backend=tcp"),
+        std::string::npos)
+        << all;
+  }
+}
+
+}  // namespace
