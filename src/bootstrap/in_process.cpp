@@ -84,15 +84,16 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
     departed_ = size_;
     cv_.notify_all();
   } else if (!wait([&] { return failed_ || generation_ != gen; })) {
-    std::string missing;
+    std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
       if (!present_[r])
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        missing.push_back(r);
     }
     failed_ = true;
     failure_kind_ = ErrorKind::Timeout;
     failure_ = "in-process all-gather timed out after " +
-               format_duration(timeout_) + " waiting for ranks " + missing;
+               format_duration(timeout_) + " waiting for " +
+               ranks_phrase(missing);
     cv_.notify_all();
     raise(ErrorKind::Timeout, failure_, ctx);
   }

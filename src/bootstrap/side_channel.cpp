@@ -18,6 +18,12 @@ namespace jaccl::detail {
 
 namespace {
 
+// "rank 3 is" / "ranks 1, 2 are": the verb that agrees with ranks_phrase.
+const char* verb(const std::vector<int>& ranks, const char* one,
+                 const char* many) {
+  return ranks.size() == 1 ? one : many;
+}
+
 constexpr uint64_t kFrameMagic = 0x4d52464c4343414aull;  // "JACCLFRM"
 constexpr uint16_t kFrameVersion = 1;
 
@@ -214,8 +220,9 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
   if (!bad_version.empty()) {
     raise(ErrorKind::Protocol,
-          call + "ranks " + rank_list(bad_version) +
-              " run another jaccl protocol version",
+          call + ranks_phrase(bad_version) +
+              verb(bad_version, " runs", " run") +
+              " another jaccl protocol version",
           ctx);
   }
   // Slot r must come from rank r, and be the same process that filled it
@@ -250,16 +257,16 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_size.empty()) {
     int r = other_size.front();
     raise(ErrorKind::Config,
-          call + "ranks " + rank_list(other_size) + " run with group size " +
-              std::to_string(h[r].size) + " but this rank has size " +
-              std::to_string(size_),
+          call + ranks_phrase(other_size) + verb(other_size, " runs", " run") +
+              " with group size " + std::to_string(h[r].size) +
+              " but this rank has size " + std::to_string(size_),
           ctx);
   }
   if (!other_seq.empty()) {
     int r = other_seq.front();
     raise(ErrorKind::Protocol,
-          call + "ranks " + rank_list(other_seq) + " are at call #" +
-              std::to_string(h[r].seq) +
+          call + ranks_phrase(other_seq) + verb(other_seq, " is", " are") +
+              " at call #" + std::to_string(h[r].seq) +
               " while this rank is at this one: ranks are out of step (a "
               "rank made an extra or a missing side-channel call)",
           ctx);
@@ -267,7 +274,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_n.empty()) {
     int r = other_n.front();
     raise(ErrorKind::Protocol,
-          call + "ranks " + rank_list(other_n) + " passed n_bytes=" +
+          call + ranks_phrase(other_n) + " passed n_bytes=" +
               std::to_string(h[r].n_bytes) + " but this rank passed " +
               std::to_string(n_bytes) + " (every rank must pass the same size)",
           ctx);
@@ -275,8 +282,8 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_fp.empty()) {
     int r = other_fp.front();
     raise(ErrorKind::Config,
-          call + "ranks " + rank_list(other_fp) +
-              " have a different configuration from this rank (differs in: " +
+          call + ranks_phrase(other_fp) + verb(other_fp, " has", " have") +
+              " a different configuration from this rank (differs in: " +
               ConfigFingerprint::diff(h[r].fingerprint, fingerprint_) + ")",
           ctx);
   }

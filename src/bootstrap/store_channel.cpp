@@ -82,8 +82,8 @@ class StoreAllGather {
                             const std::string& detail) const {
     raise(ErrorKind::Timeout,
           name_ + " call #" + std::to_string(seq_) + " timed out after " +
-              format_duration(timeout_) + " waiting for ranks " +
-              rank_list(missing) + detail + " in " + store_->where(),
+              format_duration(timeout_) + " waiting for " +
+              ranks_phrase(missing) + detail + " in " + store_->where(),
           ctx());
   }
 

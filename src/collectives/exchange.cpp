@@ -134,9 +134,10 @@ void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
   if (got.seq != want.seq) {
     raise(ErrorKind::Protocol,
           std::string("ranks out of step in ") + op_kind_name(mine.kind) +
-              ": this is op #" + std::to_string(seq) + " from rank " +
-              std::to_string(peer) + " here, but op #" +
-              std::to_string(got.seq) + " there",
+              ": rank " + std::to_string(rank) + " expected op #" +
+              std::to_string(seq) + " from rank " + std::to_string(peer) +
+              ", but rank " + std::to_string(peer) + " sent op #" +
+              std::to_string(got.seq),
           ec);
   }
   if (got.algo != want.algo || got.streams != want.streams) {

@@ -339,11 +339,11 @@ TEST(SideChannelErrors, DifferentNBytes) {
     sc->all_gather(buf.data(), all.data(), rank == 1 ? 8 : 4);
   });
   expect_error(out[0], ErrorKind::Protocol,
-               {"rank 0:", "ranks 1 passed n_bytes=8", "passed 4"});
+               {"rank 0:", "rank 1 passed n_bytes=8", "passed 4"});
   expect_error(out[1], ErrorKind::Protocol,
                {"rank 1:", "ranks 0, 2 passed n_bytes=4", "passed 8"});
   expect_error(out[2], ErrorKind::Protocol,
-               {"rank 2:", "ranks 1 passed n_bytes=8", "passed 4"});
+               {"rank 2:", "rank 1 passed n_bytes=8", "passed 4"});
 }
 
 TEST(SideChannelErrors, DifferentNBytesAcrossThePhaseBoundary) {
@@ -357,7 +357,7 @@ TEST(SideChannelErrors, DifferentNBytesAcrossThePhaseBoundary) {
     sc->all_gather(buf.data(), all.data(), n);
   });
   for (int r = 0; r < 3; ++r)
-    expect_error(out[r], ErrorKind::Protocol, {"ranks 3 passed n_bytes=10"});
+    expect_error(out[r], ErrorKind::Protocol, {"rank 3 passed n_bytes=10"});
   expect_error(out[3], ErrorKind::Protocol,
                {"ranks 0, 1, 2 passed n_bytes=5000"});
 }
@@ -395,9 +395,9 @@ TEST(SideChannelErrors, RankOutOfStepByOneCall) {
       out[0], ErrorKind::Protocol,
       {"rank 0:", "call #1", "ranks 1, 2 are at call #0", "out of step"});
   expect_error(out[1], ErrorKind::Protocol,
-               {"rank 1:", "ranks 0 are at call #1", "out of step"});
+               {"rank 1:", "rank 0 is at call #1", "out of step"});
   expect_error(out[2], ErrorKind::Protocol,
-               {"rank 2:", "ranks 0 are at call #1", "out of step"});
+               {"rank 2:", "rank 0 is at call #1", "out of step"});
 }
 
 TEST(SideChannelErrors, TwoProcessesClaimTheSameRank) {
@@ -470,9 +470,9 @@ TEST(SideChannelErrors, DifferentGroupSizes) {
   });
   expect_error(
       out[0], ErrorKind::Config,
-      {"rank 0:", "ranks 2 run with group size 4", "this rank has size 3"});
+      {"rank 0:", "rank 2 runs with group size 4", "this rank has size 3"});
   expect_error(out[1], ErrorKind::Config,
-               {"rank 1:", "ranks 2 run with group size 4"});
+               {"rank 1:", "rank 2 runs with group size 4"});
   expect_error(
       out[2], ErrorKind::Config,
       {"rank 2:", "ranks 0, 1 run with group size 3", "this rank has size 4"});
@@ -494,7 +494,7 @@ TEST(SideChannelErrors, CraftedFrameWithAnotherSize) {
     sc.barrier();
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_HAS(std::string(e.what()), "ranks 1 run with group size 5");
+    EXPECT_HAS(std::string(e.what()), "rank 1 runs with group size 5");
   }
 }
 
@@ -518,10 +518,10 @@ TEST(SideChannelErrors, DifferentDeviceMatrix) {
   });
   expect_error(
       out[0], ErrorKind::Config,
-      {"rank 0:", "ranks 2 have a different configuration", "device matrix"});
+      {"rank 0:", "rank 2 has a different configuration", "device matrix"});
   expect_error(
       out[1], ErrorKind::Config,
-      {"rank 1:", "ranks 2 have a different configuration", "device matrix"});
+      {"rank 1:", "rank 2 has a different configuration", "device matrix"});
   expect_error(out[2], ErrorKind::Config,
                {"rank 2:", "ranks 0, 1 have a different configuration",
                 "device matrix"});
@@ -541,9 +541,9 @@ TEST(SideChannelErrors, DifferentTransportAndToken) {
     sc->barrier();
   });
   for (int r = 0; r < P; ++r) {
-    expect_error(
-        out[r], ErrorKind::Config,
-        {"ranks " + std::to_string(1 - r), "transport / wires", "job token"});
+    expect_error(out[r], ErrorKind::Config,
+                 {"rank " + std::to_string(1 - r) + " has", "transport / wires",
+                  "job token"});
     EXPECT_FALSE(contains(out[r].what, "device matrix")) << out[r].what;
   }
 }
@@ -743,7 +743,7 @@ TEST(SideChannelErrors, AnotherProtocolVersion) {
     sc.barrier();
     FAIL();
   } catch (const ProtocolError& e) {
-    EXPECT_HAS(std::string(e.what()), "ranks 1 run another jaccl protocol");
+    EXPECT_HAS(std::string(e.what()), "rank 1 runs another jaccl protocol");
   }
 }
 
@@ -770,7 +770,7 @@ TEST(InProcessHub, RankThatNeverArrivesIsNamedAtTheOthers) {
   for (int r = 0; r < P - 1; ++r) {
     SCOPED_TRACE(r);
     expect_error(out[r], ErrorKind::Timeout,
-                 {"rank " + std::to_string(r) + ":", "waiting for ranks 3",
+                 {"rank " + std::to_string(r) + ":", "waiting for rank 3",
                   "in-process hub"});
   }
   // The hub stays failed: a late call fails at once instead of waiting.
@@ -778,7 +778,7 @@ TEST(InProcessHub, RankThatNeverArrivesIsNamedAtTheOthers) {
     char c = 0, all[P];
     hub->for_rank(3)(&c, all, 1);
   });
-  expect_error(late[0], ErrorKind::Timeout, {"waiting for ranks 3"});
+  expect_error(late[0], ErrorKind::Timeout, {"waiting for rank 3"});
 }
 
 TEST(InProcessHub, MissingRanksNamedThroughTheSideChannel) {
