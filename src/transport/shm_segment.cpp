@@ -4,19 +4,27 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <utility>
 
 #include "common/error.h"
-#include "common/net.h"
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U  // Linux 6.3; older headers lack it
+#endif
 
 namespace jaccl::detail {
 
 namespace {
 
-void* map(int fd, size_t bytes, const std::string& name, int rank) {
+void* map(int fd, size_t bytes, const std::string& address, int rank) {
   // MAP_POPULATE pre-faults: page faults on first touch cost ~11 us per 4 KiB
   // page on these VMs, which is what sinks per-call buffers elsewhere.
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
@@ -25,13 +33,122 @@ void* map(int fd, size_t bytes, const std::string& name, int rank) {
     raise(ErrorKind::Io,
           "cannot map shared-memory segment of " + std::to_string(bytes) +
               " bytes",
-          {.rank = rank, .address = "/dev/shm" + name, .sys_errno = errno});
+          {.rank = rank, .address = address, .sys_errno = errno});
   }
   ::madvise(p, bytes, MADV_HUGEPAGE);
   return p;
 }
 
+[[noreturn]] void no_room(size_t bytes, size_t room, const char* where,
+                          ErrorContext ctx) {
+  raise(ErrorKind::Io,
+        "cannot reserve " + std::to_string(bytes) +
+            " bytes of shared memory (sized by JACCL_SHM_BUDGET): only " +
+            std::to_string(room) + " bytes " + where,
+        ctx);
+}
+
+// Refuses up front what cannot fit: on an unlimited tmpfs (memfd, or a
+// /dev/shm without size=) fallocate would not fail but wake the OOM killer.
+void check_room(size_t bytes, const ErrorContext& ctx) {
+  size_t room = shm_available_bytes();
+  if (room != 0 && bytes > room) {
+    no_room(bytes, room, "of memory are available", ctx);
+  }
+}
+
+void reserve(int fd, size_t bytes, const ErrorContext& ctx) {
+  // Reserving the pages now turns a full /dev/shm or memory into this error
+  // instead of a SIGBUS on first touch.
+  int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (rc != 0) {
+    ErrorContext c = ctx;
+    c.sys_errno = rc;
+    raise(ErrorKind::Io,
+          "cannot reserve " + std::to_string(bytes) +
+              " bytes of shared memory (sized by JACCL_SHM_BUDGET; is "
+              "/dev/shm or memory full?)",
+          c);
+  }
+}
+
+// "key:   123 kB" lines of /proc/meminfo, in bytes (0 if absent).
+size_t meminfo_bytes(const std::string& text, const std::string& key) {
+  auto at = text.find("\n" + key + ":");
+  if (at == std::string::npos) {
+    return 0;
+  }
+  std::istringstream in(text.substr(at + key.size() + 2));
+  unsigned long long kb = 0;
+  in >> kb;
+  return static_cast<size_t>(kb) * 1024;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Room under one cgroup's limit given its limit and usage files (max if
+// unlimited or unreadable).
+size_t room_under(const std::string& max_path, const std::string& cur_path) {
+  std::string max = slurp(max_path), cur = slurp(cur_path);
+  if (max.empty() || cur.empty() || max.rfind("max", 0) == 0) {
+    return std::numeric_limits<size_t>::max();
+  }
+  unsigned long long m = std::stoull(max), c = std::stoull(cur);
+  return m > c ? static_cast<size_t>(m - c) : 0;
+}
+
+// Room left under this process's cgroup memory limits (v2, or the v1
+// memory controller), checking every ancestor: the tightest may sit higher.
+size_t cgroup_room() {
+  size_t room = std::numeric_limits<size_t>::max();
+  std::istringstream lines(slurp("/proc/self/cgroup"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::string root, max_file, cur_file;
+    if (line.rfind("0::", 0) == 0) {
+      root = "/sys/fs/cgroup";
+      max_file = "/memory.max";
+      cur_file = "/memory.current";
+    } else if (line.find(":memory:") != std::string::npos) {
+      root = "/sys/fs/cgroup/memory";
+      max_file = "/memory.limit_in_bytes";
+      cur_file = "/memory.usage_in_bytes";
+    } else {
+      continue;
+    }
+    std::string path = line.substr(line.find(':', line.find(':') + 1) + 1);
+    while (true) {
+      std::string dir = root + (path == "/" ? "" : path);
+      room = std::min(room, room_under(dir + max_file, dir + cur_file));
+      if (path.empty() || path == "/") {
+        break;
+      }
+      path = path.substr(0, path.rfind('/'));
+    }
+  }
+  return room;
+}
+
 }  // namespace
+
+size_t shm_available_bytes() {
+  std::string info = "\n" + slurp("/proc/meminfo");
+  size_t avail = meminfo_bytes(info, "MemAvailable");
+  if (avail == 0) {
+    return 0;
+  }
+  avail += meminfo_bytes(info, "SwapFree");
+  try {
+    return std::min(avail, cgroup_room());
+  } catch (const std::exception&) {
+    return avail;  // an unreadable cgroup file: the machine's figure
+  }
+}
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept {
   *this = std::move(o);
@@ -44,6 +161,7 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
     bytes_ = std::exchange(o.bytes_, 0);
     name_ = std::move(o.name_);
     owner_ = std::exchange(o.owner_, false);
+    fd_ = std::move(o.fd_);
   }
   return *this;
 }
@@ -56,10 +174,19 @@ ShmSegment::~ShmSegment() {
     ::munmap(base_, bytes_);
     base_ = nullptr;
   }
+  fd_.reset();
 }
 
 ShmSegment ShmSegment::create(const std::string& name, size_t bytes, int rank) {
   ErrorContext ctx{.rank = rank, .address = "/dev/shm" + name};
+  struct statvfs vfs {};
+  if (::statvfs("/dev/shm", &vfs) == 0) {
+    size_t free_bytes = static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (bytes > free_bytes) {
+      no_room(bytes, free_bytes, "are free in /dev/shm", ctx);
+    }
+  }
+  check_room(bytes, ctx);
   Fd fd(::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid()) {
     ctx.sys_errno = errno;
@@ -68,18 +195,8 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, int rank) {
   ShmSegment seg;
   seg.name_ = name;
   seg.owner_ = true;  // unlink on any failure below
-  // posix_fallocate reserves the pages now: a full /dev/shm is reported
-  // here instead of as a SIGBUS on first touch.
-  int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
-  if (rc != 0) {
-    ctx.sys_errno = rc;
-    raise(ErrorKind::Io,
-          "cannot reserve " + std::to_string(bytes) +
-              " bytes of shared memory (is /dev/shm full? see "
-              "JACCL_SHM_BUDGET)",
-          ctx);
-  }
-  seg.base_ = map(fd.get(), bytes, name, rank);
+  reserve(fd.get(), bytes, ctx);
+  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
   seg.bytes_ = bytes;
   return seg;
 }
@@ -95,14 +212,75 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes, int rank) {
   if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
     raise(ErrorKind::Protocol,
           "shared-memory segment is smaller than announced (" +
-              std::to_string(st.st_size) + " < " + std::to_string(bytes) + ")",
+              std::to_string(st.st_size) + " < " + std::to_string(bytes) +
+              "; JACCL_SHM_BUDGET must agree across ranks)",
           ctx);
   }
   ShmSegment seg;
   seg.name_ = name;
-  seg.base_ = map(fd.get(), bytes, name, rank);
+  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
   seg.bytes_ = bytes;
   return seg;
+}
+
+ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
+                                        int rank) {
+  ErrorContext ctx{.rank = rank, .address = "memfd:" + label};
+  check_room(bytes, ctx);
+  // NOEXEC_SEAL: kernels with vm.memfd_noexec=2 refuse memfds that could be
+  // made executable; kernels before 6.3 reject the flag (EINVAL).
+  Fd fd(::memfd_create(label.c_str(),
+                       MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL));
+  if (!fd.valid() && errno == EINVAL) {
+    fd = Fd(::memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  }
+  if (!fd.valid()) {
+    ctx.sys_errno = errno;
+    raise(ErrorKind::Io, "cannot create anonymous shared-memory segment", ctx);
+  }
+  reserve(fd.get(), bytes, ctx);
+  // Sealed, no rank (nor anyone it leaks to) can shrink the file under the
+  // others' mappings, which would SIGBUS them.
+  if (::fcntl(fd.get(), F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    ctx.sys_errno = errno;
+    raise(ErrorKind::Io, "cannot seal the shared-memory segment", ctx);
+  }
+  ShmSegment seg;
+  seg.name_ = label;
+  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
+  seg.bytes_ = bytes;
+  seg.fd_ = std::move(fd);
+  return seg;
+}
+
+ShmSegment ShmSegment::adopt(Fd fd, size_t bytes, int rank,
+                             const std::string& label) {
+  ErrorContext ctx{.rank = rank, .address = "memfd:" + label};
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    raise(ErrorKind::Protocol,
+          "the descriptor handed over is not a shared-memory file", ctx);
+  }
+  if (static_cast<size_t>(st.st_size) != bytes) {
+    raise(ErrorKind::Protocol,
+          "shared-memory segment is " + std::to_string(st.st_size) +
+              " bytes but this rank's layout needs " + std::to_string(bytes) +
+              " (JACCL_SHM_BUDGET must agree across ranks)",
+          ctx);
+  }
+  int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    raise(ErrorKind::Protocol,
+          "the shared-memory segment handed over is not sealed against "
+          "shrinking",
+          ctx);
+  }
+  ShmSegment seg;
+  seg.name_ = label;
+  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
+  seg.bytes_ = bytes;
+  return seg;  // the mapping keeps the file alive; fd closes here
 }
 
 void ShmSegment::unlink() {

@@ -1,12 +1,23 @@
 // Copyright 2026 the jaccl authors.
-// A POSIX shared-memory segment, created by one local rank and mapped by the
-// others. The name carries a per-job random nonce so two jobs on one machine
-// never meet, and the creator unlinks it as soon as every local rank has
-// mapped it, so a SIGKILL at any later moment leaves nothing in /dev/shm.
+// A shared-memory segment mapped by every rank of one host.
+//
+// Two kinds. Anonymous (create_anonymous / adopt): a sealed memfd with no
+// name anywhere, handed to the other local ranks as a file descriptor (see
+// shm_handoff.h); it disappears with the last process that maps it, so a
+// SIGKILL at any moment leaves nothing behind. Named (create / open): a POSIX
+// segment /dev/shm/<name>, the fallback when a local rank cannot reach the
+// creator's hand-off socket; its creator unlinks it once every local rank has
+// mapped it, and until then a SIGKILL of every local rank leaves the name.
+//
+// Either way the pages are reserved and pre-faulted at set-up: asking for
+// more than the machine (or /dev/shm) has is an IoError naming the bytes
+// asked for, never a SIGBUS on first touch.
 #pragma once
 
 #include <cstddef>
 #include <string>
+
+#include "common/net.h"
 
 namespace jaccl::detail {
 
@@ -19,14 +30,30 @@ class ShmSegment {
   ShmSegment& operator=(const ShmSegment&) = delete;
   ~ShmSegment();
 
-  // Creates (exclusively), sizes and maps `bytes`, pre-faulted. A full
-  // /dev/shm is an IoError naming the size asked for.
+  // Named: creates /dev/shm<name> (exclusively), sizes and maps `bytes`,
+  // pre-faulted. The creator unlinks the name on destruction unless
+  // unlink() ran first. A full /dev/shm is an IoError naming the size.
   static ShmSegment create(const std::string& name, size_t bytes, int rank);
-  // Maps an existing segment of `bytes`.
+  // Named: maps an existing segment of `bytes`.
   static ShmSegment open(const std::string& name, size_t bytes, int rank);
 
-  // Removes the name (the mapping stays valid). Idempotent.
+  // Anonymous: a memfd labelled `label` (shown in /proc/<pid>/maps as
+  // /memfd:<label>), `bytes` reserved, sealed against shrinking and growing,
+  // mapped. Keeps the descriptor (fd()) for handing to the other ranks.
+  static ShmSegment create_anonymous(const std::string& label, size_t bytes,
+                                     int rank);
+  // Anonymous: maps a memfd received from the creator after checking it is a
+  // sealed regular file of exactly `bytes` (else ProtocolError).
+  static ShmSegment adopt(Fd fd, size_t bytes, int rank,
+                          const std::string& label);
+
+  // Removes the name of a named segment this rank created (the mapping
+  // stays valid). Idempotent; nothing for anonymous segments.
   void unlink();
+  // The memfd of an anonymous segment this rank holds (-1 if none); close
+  // it once handed over (the mapping stays valid).
+  int fd() const { return fd_.get(); }
+  void close_fd() { fd_.reset(); }
 
   char* data() const { return static_cast<char*>(base_); }
   size_t size() const { return bytes_; }
@@ -36,7 +63,13 @@ class ShmSegment {
   void* base_ = nullptr;
   size_t bytes_ = 0;
   std::string name_;
-  bool owner_ = false;
+  bool owner_ = false;  // named, created here, not yet unlinked
+  Fd fd_;
 };
+
+// Bytes this process could still fill with shared memory without the kernel
+// killing something: MemAvailable + SwapFree, capped by the room left in
+// this process's cgroup (v2) memory limits. 0 if unknown.
+size_t shm_available_bytes();
 
 }  // namespace jaccl::detail

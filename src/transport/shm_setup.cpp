@@ -2,6 +2,8 @@
 #include "transport/shm_setup.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +14,8 @@
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
+#include "common/random.h"
+#include "transport/shm_handoff.h"
 #include "transport/shm_segment.h"
 
 namespace jaccl::detail {
@@ -34,16 +38,162 @@ size_t shm_budget_bytes(int rank) {
   return static_cast<size_t>(mib) << 20;
 }
 
-std::string nonce_hex() {
-  Nonce n = random_nonce();
+std::string hex(const uint8_t* p, size_t n) {
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  for (uint8_t b : n) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
+  for (size_t i = 0; i < n; ++i) {
+    out += kHex[p[i] >> 4];
+    out += kHex[p[i] & 15];
   }
   return out;
 }
+
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
+}
+
+// One rank's contribution to each of the four side-channel gathers of the
+// set-up (fixed size, so each is one side-channel call). Every phase
+// carries the rank's failure, if any, so every rank keeps running the same
+// calls and a failure on one host is reported on all of them.
+struct Wire {
+  uint64_t magic;
+  uint8_t phase;
+  uint8_t listening;  // phase 1, creator: its hand-off socket is up
+  uint8_t reach;      // phase 2, member: it can reach that socket
+  uint8_t failed;
+  int32_t kind;
+  int32_t pid;
+  uint32_t uid;
+  uint64_t pid_ns;
+  uint8_t nonce[16];   // phase 1: names the socket and segment
+  uint8_t secret[16];  // phase 1: what a client must show the socket
+  char what[136];      // the failure, abridged
+};
+static_assert(sizeof(Wire) <= SideChannel::kInlineBytes);
+constexpr uint64_t kWireMagic = 0x3130505353434a6aull;  // "jJCSSP01"
+
+// Everything make_shm_group keeps across the phases.
+struct Setup {
+  const Config& cfg;
+  SideChannel& sc;
+  const Connections& conns;
+  const std::vector<int>& members;
+  int rank;
+  int creator;
+  bool alone;
+  ShmLayout layout{};
+  std::exception_ptr error;  // this rank's failure
+  bool host_failed = false;  // any member of this host has failed
+  std::vector<Wire> first;   // phase 1 of every rank
+  std::string name;          // "jaccl-<nonce>"
+
+  Wire blank(uint8_t phase) const {
+    Wire w;
+    std::memset(&w, 0, sizeof(w));
+    w.magic = kWireMagic;
+    w.phase = phase;
+    if (error) {
+      w.failed = 1;
+      w.kind = static_cast<int32_t>(ErrorKind::Internal);
+      std::string what = "unknown error";
+      try {
+        std::rethrow_exception(error);
+      } catch (const Error& e) {
+        w.kind = static_cast<int32_t>(e.kind());
+        what = e.what();
+      } catch (const std::exception& e) {
+        what = e.what();
+      }
+      if (what.rfind("[jaccl] ", 0) == 0) {
+        what = what.substr(8);
+      }
+      std::strncpy(w.what, what.c_str(), sizeof(w.what) - 1);
+    }
+    return w;
+  }
+
+  // Runs this rank's step of a phase unless its host has already failed;
+  // a throw becomes this rank's failure, reported in the next gathers.
+  template <class Fn>
+  void step(Fn&& fn) {
+    if (alone || host_failed || error) {
+      return;
+    }
+    try {
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+
+  std::vector<Wire> gather(const Wire& mine) {
+    auto all = sc.all_gather_value(mine);
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].magic != kWireMagic || all[r].phase != mine.phase) {
+        raise(ErrorKind::Protocol,
+              "shared-memory set-up message out of step (phase " +
+                  std::to_string(all[r].phase) + ", expected " +
+                  std::to_string(mine.phase) + ")",
+              {.rank = rank, .peer = static_cast<int>(r)});
+      }
+      all[r].what[sizeof(all[r].what) - 1] = '\0';
+    }
+    for (int m : members) {
+      host_failed = host_failed || all[static_cast<size_t>(m)].failed != 0;
+    }
+    return all;
+  }
+
+  HandoffPeer peer(int r) const {
+    const Wire& w = first[static_cast<size_t>(r)];
+    // A pid means something only inside the pid namespace it came from.
+    pid_t pid = w.pid_ns != 0 && w.pid_ns == pid_namespace() ? w.pid : 0;
+    return HandoffPeer{r, pid};
+  }
+
+  void check_layout(const ShmSegment& seg) const {
+    auto* h = reinterpret_cast<const ShmHeader*>(seg.data());
+    if (h->magic != kShmMagic ||
+        h->nranks != static_cast<uint32_t>(members.size()) ||
+        h->slot_bytes != layout.slot_bytes) {
+      raise(ErrorKind::Protocol,
+            "shared-memory segment layout differs from this rank's "
+            "(JACCL_SHM_BUDGET must agree across ranks)",
+            {.rank = rank, .address = seg.name()});
+    }
+  }
+
+  // After the last gather: this rank's own failure, else the first failure
+  // on its host (the creator's comes first), else the first in the job.
+  void raise_first_failure(const std::vector<Wire>& last) const {
+    if (error) {
+      std::rethrow_exception(error);
+    }
+    int bad = -1;
+    for (int m : members) {
+      if (last[static_cast<size_t>(m)].failed != 0) {
+        bad = m;
+        break;
+      }
+    }
+    for (size_t r = 0; r < last.size() && bad < 0; ++r) {
+      if (last[r].failed != 0) {
+        bad = static_cast<int>(r);
+      }
+    }
+    if (bad < 0) {
+      return;
+    }
+    const Wire& w = last[static_cast<size_t>(bad)];
+    int kind = std::clamp(w.kind, 0, static_cast<int>(ErrorKind::Internal));
+    raise(static_cast<ErrorKind>(kind),
+          "shared-memory set-up failed on rank " + std::to_string(bad) + ": " +
+              w.what,
+          {.rank = rank, .peer = bad});
+  }
+};
 
 }  // namespace
 
@@ -58,6 +208,15 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
   return -1;
 }
 
+// Four gathers, the same on every rank of the job:
+//   1. the creator listens on @jaccl-<nonce>; nonce, secret, pids published
+//   2. the others connect; whether each reached the socket published
+//   3. the creator makes the segment: a memfd if every member reached it,
+//      else (members in other network namespaces) /dev/shm/jaccl-<nonce>
+//   4. the memfd is handed over (or the name opened) and mapped; results
+//      published, then a named segment is unlinked by everyone.
+// A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
+// only the named fallback has a window (phases 3-4) where it could.
 std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
                                       const Connections& conns,
                                       const std::vector<int>& members) {
@@ -69,49 +228,145 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
     raise(ErrorKind::Internal, "this rank is not among its host's members",
           {.rank = rank});
   }
-  const int creator = members.front();
-  const ShmLayout layout = ShmLayout::for_budget(size, shm_budget_bytes(rank));
-  // Every rank proposes a name; each host's first member's wins. The nonce
-  // keeps two jobs (and two hosts' groups) on one machine apart.
-  std::string name = sc.all_gather_bytes(
-      "/jaccl-" + nonce_hex())[static_cast<size_t>(creator)];
-  const bool alone = size == 1;
+  Setup s{cfg, sc, conns, members, rank, members.front(), size == 1};
+  const bool creator = rank == s.creator;
+  const FailureState* state = conns.state.get();
+  Fd listener;
+  HandoffConn conn;
   ShmSegment seg;
-  try {
-    if (rank == creator && !alone) {
-      seg = ShmSegment::create(name, layout.total(), rank);
-      ShmGroup::init_segment(seg.data(), layout);
+  bool use_memfd = false;
+  bool named = false;  // a /dev/shm name may exist: unlink on every exit
+
+  Wire w = s.blank(1);
+  random_bytes(w.nonce, sizeof(w.nonce));
+  random_bytes(w.secret, sizeof(w.secret));
+  s.step([&] {
+    s.layout = ShmLayout::for_budget(size, shm_budget_bytes(rank));
+    if (!creator) {
+      return;
     }
-    sc.barrier();  // created
-    if (rank != creator && !alone) {
-      seg = ShmSegment::open(name, layout.total(), rank);
-      auto* h = reinterpret_cast<const ShmHeader*>(seg.data());
-      if (h->magic != kShmMagic || h->nranks != static_cast<uint32_t>(size) ||
-          h->slot_bytes != layout.slot_bytes) {
-        raise(ErrorKind::Protocol,
-              "shared-memory segment layout differs from this rank's "
-              "(JACCL_SHM_BUDGET must agree across ranks)",
-              {.rank = rank, .address = "/dev/shm" + name});
+    // Bound before the nonce is published, so nobody else can take the
+    // name first. Failing here only forfeits the memfd path.
+    try {
+      listener = handoff_listen("jaccl-" + hex(w.nonce, 16), size + 16, rank);
+    } catch (const Error& e) {
+      JACCL_LOG(Info, "rank " << rank << ": no shared-memory hand-off socket ("
+                              << e.what() << ")");
+    }
+  });
+  w = [&] {
+    Wire x = s.blank(1);
+    std::memcpy(x.nonce, w.nonce, sizeof(x.nonce));
+    std::memcpy(x.secret, w.secret, sizeof(x.secret));
+    x.listening = listener.valid() ? 1 : 0;
+    x.pid = static_cast<int32_t>(::getpid());
+    x.uid = static_cast<uint32_t>(::geteuid());
+    x.pid_ns = pid_namespace();
+    return x;
+  }();
+  try {
+    s.first = s.gather(w);
+    const Wire& head = s.first[static_cast<size_t>(s.creator)];
+    s.name = "jaccl-" + hex(head.nonce, sizeof(head.nonce));
+    HandoffSecret secret;
+    std::memcpy(secret.data(), head.secret, secret.size());
+
+    // Phase 2: can every member reach the creator's socket?
+    s.step([&] {
+      if (!creator && head.listening != 0) {
+        conn = handoff_connect(s.name, s.peer(s.creator), rank);
+      }
+    });
+    w = s.blank(2);
+    w.reach = creator || conn.reach != HandoffConn::Reach::Unreachable;
+    auto second = s.gather(w);
+    std::vector<int> unreachable;
+    for (int m : members) {
+      if (second[static_cast<size_t>(m)].reach == 0) {
+        unreachable.push_back(m);
       }
     }
-    sc.barrier();  // everyone has mapped it
+    use_memfd = unreachable.empty();
+    if (!use_memfd) {
+      listener.reset();
+      conn = HandoffConn{};
+      if (creator && !s.alone && !s.host_failed) {
+        JACCL_LOG(Info, "rank " << rank << ": " << ranks_phrase(unreachable)
+                                << " cannot reach @" << s.name
+                                << " (another network namespace?): using "
+                                   "the named segment /dev/shm/"
+                                << s.name);
+      }
+    }
+
+    // Phase 3: the creator makes the segment.
+    s.step([&] {
+      if (!creator) {
+        return;
+      }
+      if (use_memfd) {
+        seg = ShmSegment::create_anonymous(s.name, s.layout.total(), rank);
+      } else {
+        named = true;
+        seg = ShmSegment::create("/" + s.name, s.layout.total(), rank);
+      }
+      ShmGroup::init_segment(seg.data(), s.layout);
+    });
+    named = named || (!use_memfd && !s.alone);
+    s.gather(s.blank(3));
+
+    // Phase 4: hand it over (or open the name) and check the layout.
+    s.step([&] {
+      const Deadline dl = Deadline::after(cfg.get_timeout());
+      if (use_memfd && creator) {
+        std::vector<HandoffPeer> others;
+        for (int m : members) {
+          if (m != rank) {
+            others.push_back(s.peer(m));
+          }
+        }
+        handoff_serve(listener.get(), s.name, seg.fd(), seg.size(), secret,
+                      others, rank, dl, state);
+        seg.close_fd();
+      } else if (use_memfd) {
+        uint64_t bytes = 0;
+        Fd fd = handoff_receive(conn, s.name, s.peer(s.creator), secret, rank,
+                                dl, state, &bytes);
+        seg = ShmSegment::adopt(std::move(fd), s.layout.total(), rank, s.name);
+        s.check_layout(seg);
+      } else if (!creator) {
+        seg = ShmSegment::open("/" + s.name, s.layout.total(), rank);
+        s.check_layout(seg);
+      }
+    });
+    listener.reset();
+    conn = HandoffConn{};
+    auto last = s.gather(s.blank(4));
+    if (named) {
+      // Every member, not just the creator: covers a creator that dies now.
+      ::shm_unlink(("/" + s.name).c_str());
+      seg.unlink();
+    }
+    s.raise_first_failure(last);
   } catch (...) {
     // Whoever fails removes the name, so a dead creator leaves nothing.
-    if (!alone)
-      ::shm_unlink(name.c_str());
+    if (named) {
+      ::shm_unlink(("/" + s.name).c_str());
+    }
     throw;
   }
-  if (alone)
+  if (s.alone) {
     return nullptr;
-  ::shm_unlink(name.c_str());  // every member: covers a creator that dies now
-  seg.unlink();
-  if (rank == creator) {
+  }
+  if (creator) {
     JACCL_LOG(Info, "rank " << rank << ": shared-memory group of " << size
-                            << " ranks, " << layout.total() / 1024
-                            << " KiB segment, " << layout.slot_bytes / 1024
+                            << " ranks, " << s.layout.total() / 1024
+                            << " KiB segment ("
+                            << (use_memfd ? "memfd " : "/dev/shm/") << s.name
+                            << "), " << s.layout.slot_bytes / 1024
                             << " KiB slots");
   }
-  return std::make_shared<ShmGroup>(me, size, members, std::move(seg), layout,
+  return std::make_shared<ShmGroup>(me, size, members, std::move(seg), s.layout,
                                     conns.state, cfg.get_op_timeout(),
                                     conns.keepalive);
 }
