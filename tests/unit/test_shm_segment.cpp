@@ -475,7 +475,11 @@ TEST_P(KillAll, LeavesNothingBehind) {
   };
   for (int i = 0; i < 200; ++i) {
     now = traces_of(name);
-    if (at != 3 || has("mapped by pid " + std::to_string(job.pid(n - 1))))
+    bool all_mapped = true;
+    for (int r = 1; r < n; ++r)
+      all_mapped =
+          all_mapped && has("mapped by pid " + std::to_string(job.pid(r)));
+    if (at != 3 || all_mapped)
       break;
     std::this_thread::sleep_for(50ms);
   }
@@ -538,12 +542,16 @@ TEST(ShmJob, BadBudgetOnOneRankIsAConfigErrorOnEveryRank) {
 class Netns {
  public:
   Netns() {
-    const std::string id = std::to_string(::getpid() % 100000);
+    // Names and a /30 subnet unique per test process: ctest runs tests of
+    // this binary in parallel processes.
+    const int pid = static_cast<int>(::getpid());
+    const std::string id = std::to_string(pid);
     ns_ = "jshm" + id;
     host_if_ = "jsa" + id;
-    const int sub = ::getpid() % 250 + 1;
-    host_ip_ = "10.213." + std::to_string(sub) + ".1";
-    ns_ip_ = "10.213." + std::to_string(sub) + ".2";
+    const std::string net = "10." + std::to_string(200 + pid / 16384 % 50) +
+                            "." + std::to_string(pid / 64 % 256) + ".";
+    host_ip_ = net + std::to_string(pid % 64 * 4 + 1);
+    ns_ip_ = net + std::to_string(pid % 64 * 4 + 2);
     const std::string script =
         "set -e; ip netns add " + ns_ + "; ip link add " + host_if_ +
         " type veth peer name jsb" + id + " netns " + ns_ + "; ip addr add " +
