@@ -91,14 +91,23 @@ std::string slurp(const std::string& path) {
   return out.str();
 }
 
-// Room under one cgroup's limit given its limit and usage files (max if
-// unlimited or unreadable).
-size_t room_under(const std::string& max_path, const std::string& cur_path) {
-  std::string max = slurp(max_path), cur = slurp(cur_path);
+// Room under one cgroup's limit (max if unlimited or unreadable). Usage
+// counts page cache; its inactive part is reclaimable, so it is room too
+// (the kernel's own "working set" figure does the same).
+size_t room_under(const std::string& dir, const char* max_file,
+                  const char* cur_file, const std::string& inactive_key) {
+  std::string max = slurp(dir + max_file), cur = slurp(dir + cur_file);
   if (max.empty() || cur.empty() || max.rfind("max", 0) == 0) {
     return std::numeric_limits<size_t>::max();
   }
   unsigned long long m = std::stoull(max), c = std::stoull(cur);
+  std::string stat = "\n" + slurp(dir + "/memory.stat");
+  auto at = stat.find("\n" + inactive_key + " ");
+  if (at != std::string::npos) {
+    unsigned long long inactive =
+        std::stoull(stat.substr(at + inactive_key.size() + 2));
+    c = c > inactive ? c - inactive : 0;
+  }
   return m > c ? static_cast<size_t>(m - c) : 0;
 }
 
@@ -109,22 +118,19 @@ size_t cgroup_room() {
   std::istringstream lines(slurp("/proc/self/cgroup"));
   std::string line;
   while (std::getline(lines, line)) {
-    std::string root, max_file, cur_file;
-    if (line.rfind("0::", 0) == 0) {
-      root = "/sys/fs/cgroup";
-      max_file = "/memory.max";
-      cur_file = "/memory.current";
-    } else if (line.find(":memory:") != std::string::npos) {
-      root = "/sys/fs/cgroup/memory";
-      max_file = "/memory.limit_in_bytes";
-      cur_file = "/memory.usage_in_bytes";
-    } else {
+    const bool v2 = line.rfind("0::", 0) == 0;
+    if (!v2 && line.find(":memory:") == std::string::npos) {
       continue;
     }
     std::string path = line.substr(line.find(':', line.find(':') + 1) + 1);
     while (true) {
-      std::string dir = root + (path == "/" ? "" : path);
-      room = std::min(room, room_under(dir + max_file, dir + cur_file));
+      std::string dir = (v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory") +
+                        (path == "/" ? "" : path);
+      room = std::min(room, v2 ? room_under(dir, "/memory.max",
+                                            "/memory.current", "inactive_file")
+                               : room_under(dir, "/memory.limit_in_bytes",
+                                            "/memory.usage_in_bytes",
+                                            "total_inactive_file"));
       if (path.empty() || path == "/") {
         break;
       }
