@@ -345,6 +345,7 @@ Env rank_env(int rank, int size, const TempDir& dir, const Env& extra = {}) {
            {"JACCL_SHM_BUDGET", kUnsetEnv},
            {"JACCL_LOG", "info"},
            {"SHM_PAUSE_AT", kUnsetEnv},
+           {"SHM_RESUME_FILE", kUnsetEnv},
            {"TEST_RELEASE_FILE", kUnsetEnv},
            {"TEST_SIDE_DIR", dir / "side"}};
   for (const auto& [k, v] : extra)
@@ -499,6 +500,35 @@ TEST_P(KillAll, LeavesNothingBehind) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Moments, KillAll, ::testing::Values(0, 1, 2, 3));
+
+TEST(ShmJob, StraysAtTheSocketDoNotDisturbSetUp) {
+  TempDir dir;
+  const int n = 3;
+  // The creator waits with the members queued on its socket (moment 1).
+  Job job = Job::start(worker(), {}, n, [&](int r) {
+    return rank_env(r, n, dir,
+                    {{"SHM_PAUSE_AT", "1"}, {"SHM_RESUME_FILE", dir / "go"}});
+  });
+  ASSERT_TRUE(job.wait_for_output(0, "PAUSED 1", 60s)) << all_output(job);
+  const std::string name = handoff_name(job);
+  ASSERT_FALSE(name.empty()) << all_output(job);
+  // Whoever can read /proc/net/unix sees the name, but not the secret.
+  HandoffSecret guess = make_secret();
+  Fd garbage(raw_connect(name, std::string(32, 'x')));
+  Fd liar(raw_connect(name, hello_bytes(1, guess)));
+  Fd silent(raw_connect(name, ""));
+  ASSERT_TRUE(garbage.valid() && liar.valid() && silent.valid());
+  std::ofstream(dir / "go") << "go";
+  auto rs = job.wait(60s);
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(rs[r].exited_ok()) << all_output(job);
+  EXPECT_TRUE(closed_without_fd(garbage.get()));
+  EXPECT_TRUE(closed_without_fd(liar.get()));
+  EXPECT_TRUE(closed_without_fd(silent.get()));
+  EXPECT_NE(job.output(0).find("wrong secret (claims rank 1)"),
+            std::string::npos)
+      << all_output(job);
+}
 
 TEST(ShmJob, BudgetsThatDisagreeAreAProtocolErrorOnEveryRank) {
   TempDir dir;

@@ -7,7 +7,8 @@
 //                            made while it listens on its hand-off socket)
 //   "PAUSED <n>"             with SHM_PAUSE_AT=n: the creator stops (120 s)
 //                            before its n-th side-channel call counted from
-//                            that one (0: before publishing the nonce)
+//                            that one (0: before publishing the nonce),
+//                            or until the file SHM_RESUME_FILE exists
 //   "READY rank=R backend=B"
 //   "SEGMENT <path>"         the segment's line in /proc/self/maps
 //   "HOLDING"                with TEST_RELEASE_FILE, until that file exists
@@ -83,7 +84,12 @@ void before_side_call() {
   if (const char* at = std::getenv("SHM_PAUSE_AT")) {
     if (call - g_base == std::atoi(at)) {
       std::cout << "PAUSED " << at << std::endl;
-      std::this_thread::sleep_for(120s);
+      const char* resume = std::getenv("SHM_RESUME_FILE");
+      auto until = std::chrono::steady_clock::now() + 120s;
+      while (std::chrono::steady_clock::now() < until &&
+             !(resume != nullptr && fs::exists(resume))) {
+        std::this_thread::sleep_for(5ms);
+      }
     }
   }
 }
