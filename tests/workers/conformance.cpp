@@ -247,7 +247,8 @@ void compare(Ctx& c, const T* got, const T* want, size_t count,
 
 template <class T>
 void junk(std::vector<T>& v) {
-  std::memset(static_cast<void*>(v.data()), 0xA5, v.size() * sizeof(T));
+  if (!v.empty())  // an empty vector's data() may be null
+    std::memset(static_cast<void*>(v.data()), 0xA5, v.size() * sizeof(T));
 }
 
 void call_reduce(jaccl::Group& g, Op op, const void* in, void* out, size_t n,
