@@ -25,10 +25,12 @@ namespace jaccl::detail {
 namespace {
 
 void* map(int fd, size_t bytes, const std::string& address, int rank) {
-  // MAP_POPULATE pre-faults: page faults on first touch cost ~11 us per 4 KiB
-  // page on these VMs, which is what sinks per-call buffers elsewhere.
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_POPULATE, fd, 0);
+  // No MAP_POPULATE: reserve() already allocated (and zeroed) every page,
+  // the costly part (~11 us per fresh 4 KiB page on these VMs); what is left
+  // is a minor fault the first time this rank touches a page. Populating
+  // every mapping up front made each of 64 ranks map the whole segment at
+  // set-up, though each touches a small part of it.
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     raise(ErrorKind::Io,
           "cannot map shared-memory segment of " + std::to_string(bytes) +
