@@ -7,9 +7,11 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <random>
 #include <thread>
 #include <vector>
 
+#include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
 #include "jaccl/jaccl.h"
 
@@ -56,6 +58,13 @@ void run_ranks(int size, const std::function<void(Group&)>& body,
     if (e)
       std::rethrow_exception(e);
   }
+}
+
+template <class T>
+T at16(const void* buf, size_t i) {
+  uint16_t b;
+  std::memcpy(&b, static_cast<const char*>(buf) + i * 2, 2);
+  return T::from_bits(b);
 }
 
 class ShmSizes : public ::testing::TestWithParam<int> {};
@@ -140,6 +149,209 @@ TEST_P(ShmSizes, SendRecvRing) {
         ASSERT_EQ(in[i], uint8_t(left));
     }
   });
+}
+
+// Small integers in any dtype (complex: (v, -v); bool: v & 1), read back as
+// double (complex: the real part, after checking the imaginary one).
+void put(int dtype, void* buf, size_t i, int v) {
+  auto at = [&](auto x) {
+    std::memcpy(static_cast<char*>(buf) + i * sizeof x, &x, sizeof x);
+  };
+  switch (dtype) {
+    case Bool:
+      at(uint8_t(v & 1));
+      break;
+    case Int8:
+      at(int8_t(v));
+      break;
+    case Int16:
+      at(int16_t(v));
+      break;
+    case Int32:
+      at(int32_t(v));
+      break;
+    case Int64:
+      at(int64_t(v));
+      break;
+    case UInt8:
+      at(uint8_t(v));
+      break;
+    case UInt16:
+      at(uint16_t(v));
+      break;
+    case UInt32:
+      at(uint32_t(v));
+      break;
+    case UInt64:
+      at(uint64_t(v));
+      break;
+    case Float16:
+      at(float16_t(float(v)));
+      break;
+    case BFloat16:
+      at(bfloat16_t(float(v)));
+      break;
+    case Float32:
+      at(float(v));
+      break;
+    case Float64:
+      at(double(v));
+      break;
+    case Complex64: {
+      float c[2] = {float(v), -float(v)};
+      std::memcpy(static_cast<char*>(buf) + i * 8, c, 8);
+      break;
+    }
+  }
+}
+double get(int dtype, const void* buf, size_t i) {
+  auto at = [&](auto x) {
+    std::memcpy(&x, static_cast<const char*>(buf) + i * sizeof x, sizeof x);
+    return double(x);
+  };
+  switch (dtype) {
+    case Bool:
+      return at(uint8_t());
+    case Int8:
+      return at(int8_t());
+    case Int16:
+      return at(int16_t());
+    case Int32:
+      return at(int32_t());
+    case Int64:
+      return at(int64_t());
+    case UInt8:
+      return at(uint8_t());
+    case UInt16:
+      return at(uint16_t());
+    case UInt32:
+      return at(uint32_t());
+    case UInt64:
+      return at(uint64_t());
+    case Float16:
+      return float(at16<float16_t>(buf, i));
+    case BFloat16:
+      return float(at16<bfloat16_t>(buf, i));
+    case Float32:
+      return at(float());
+    case Float64:
+      return at(double());
+    case Complex64: {
+      float c[2];
+      std::memcpy(c, static_cast<const char*>(buf) + i * 8, 8);
+      return c[1] == -c[0] ? c[0] : 1e30;
+    }
+  }
+  return 0;
+}
+
+// Large reductions run the chunked pipeline: sizes that are multiples of
+// no chunk, piece or slice, every dtype and op, in place and not.
+TEST(ShmGroup, LargeReductionsEveryDtypeAndOp) {
+  for (int size : {2, 3, 4}) {
+    run_ranks(size, [&](Group& g) {
+      for (int dtype = Bool; dtype <= Complex64; ++dtype) {
+        const size_t esz = dtype_size(dtype);
+        const size_t count = ((size_t(1) << 20) + 4099) / esz + 3;
+        const size_t n = count * esz;
+        auto value = [](int r, size_t i) { return int((r * 3 + i) % 7); };
+        std::vector<char> in(n), out(n), inplace(n);
+        for (size_t i = 0; i < count; ++i)
+          put(dtype, in.data(), i, value(g.rank(), i));
+        const bool is_bool = dtype == Bool;
+        for (int op = 0; op < 3; ++op) {
+          if (op == 0) {
+            g.all_sum(in.data(), out.data(), n, dtype);
+          } else if (op == 1) {
+            g.all_max(in.data(), out.data(), n, dtype);
+          } else {
+            g.all_min(in.data(), out.data(), n, dtype);
+          }
+          inplace = in;
+          if (op == 0) {
+            g.all_sum(inplace.data(), inplace.data(), n, dtype);
+          } else if (op == 1) {
+            g.all_max(inplace.data(), inplace.data(), n, dtype);
+          } else {
+            g.all_min(inplace.data(), inplace.data(), n, dtype);
+          }
+          for (size_t i = 0; i < count; ++i) {
+            int want = op == 2 ? 1000 : 0;
+            for (int r = 0; r < size; ++r) {
+              int v = is_bool ? value(r, i) & 1 : value(r, i);
+              want = op == 0   ? (is_bool ? (want | v) : want + v)
+                     : op == 1 ? std::max(want, v)
+                               : std::min(want, v);
+            }
+            ASSERT_EQ(get(dtype, out.data(), i), double(want))
+                << dtype_name(dtype) << " op " << op << " i=" << i;
+          }
+          ASSERT_EQ(std::memcmp(out.data(), inplace.data(), n), 0)
+              << dtype_name(dtype) << " op " << op << " in place differs";
+        }
+      }
+    });
+  }
+}
+
+// Every path reduces in rank order, so a large all_sum's floats are
+// bit-identical to the small path's over any window of it (both rounding
+// orders differ for random data once there are 3 ranks).
+TEST(ShmGroup, LargeAndSmallPathsRoundAlike) {
+  for (int size : {2, 3, 5}) {
+    run_ranks(size, [&](Group& g) {
+      const size_t count = (size_t(3) << 20) / 4 + 77;
+      std::vector<float> in(count), out(count);
+      std::mt19937 rng(1234 + g.rank());
+      std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+      for (auto& x : in)
+        x = dist(rng);
+      g.all_sum(in.data(), out.data(), count * 4, Float32);
+      for (size_t at : {size_t(0), count / 3 + 5, count - 1000}) {
+        std::vector<float> small(1000);
+        g.all_sum(in.data() + at, small.data(), small.size() * 4, Float32);
+        ASSERT_EQ(std::memcmp(small.data(), out.data() + at, 4000), 0)
+            << "window at " << at;
+      }
+    });
+  }
+}
+
+// Large enough that the output is written with non-temporal stores where
+// the last-level cache is up to 36 MiB.
+TEST(ShmGroup, VeryLargeAllSumAndAllGather) {
+  run_ranks(2, [&](Group& g) {
+    const size_t count = (size_t(9) << 20) / 4 + 5;
+    std::vector<int32_t> in(count), out(count);
+    for (size_t i = 0; i < count; ++i)
+      in[i] = int32_t(i * (g.rank() + 1));
+    g.all_sum(in.data(), out.data(), count * 4, Int32);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[i], int32_t(i * 3)) << i;
+    std::vector<int32_t> all(count * 2);
+    g.all_gather(in.data(), all.data(), count * 4);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(all[i], int32_t(i));
+      ASSERT_EQ(all[count + i], int32_t(i * 2));
+    }
+  });
+}
+
+TEST(ShmCopy, StreamCopyMatchesMemcpyAtAnyAlignment) {
+  std::vector<uint8_t> src(70000), dst(70000), want(70000);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = uint8_t(i * 7 + 1);
+  for (size_t so : {0, 1, 15, 16, 33}) {
+    for (size_t dof : {0, 3, 8, 16, 63}) {
+      for (size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 127, 1000, 65536 + 5}) {
+        std::fill(dst.begin(), dst.end(), 0xee);
+        want = dst;
+        std::memcpy(want.data() + dof, src.data() + so, n);
+        stream_copy(dst.data() + dof, src.data() + so, n);
+        ASSERT_EQ(dst, want) << "src+" << so << " dst+" << dof << " n=" << n;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmSizes, ::testing::Values(1, 2, 3, 4, 8));

@@ -1,0 +1,56 @@
+// Copyright 2026 the jaccl authors.
+// Copies for the shm data plane's last hop into the caller's buffer. Past
+// the last-level cache, all ranks of a host share one memory bus (here one
+// core's memcpy already saturates it), so a large op is as fast as the bytes
+// it moves to and from DRAM: non-temporal stores write the output without
+// first reading it in (a third of a copy's traffic) and do not evict the
+// staging buffers that are about to be reused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+namespace jaccl::detail {
+
+// memcpy through non-temporal stores where the CPU has them. Ends with a
+// store fence, so the data is ordered before any later (release) store.
+inline void stream_copy(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  auto* d = static_cast<char*>(dst);
+  auto* s = static_cast<const char*>(src);
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+  if (head > n)
+    head = n;
+  if (head != 0)
+    std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  const size_t body = n & ~size_t(63);
+  for (size_t i = 0; i < body; i += 64) {
+    auto* from = reinterpret_cast<const __m128i*>(s + i);
+    auto* to = reinterpret_cast<__m128i*>(d + i);
+    __m128i a = _mm_loadu_si128(from);
+    __m128i b = _mm_loadu_si128(from + 1);
+    __m128i c = _mm_loadu_si128(from + 2);
+    __m128i e = _mm_loadu_si128(from + 3);
+    _mm_stream_si128(to, a);
+    _mm_stream_si128(to + 1, b);
+    _mm_stream_si128(to + 2, c);
+    _mm_stream_si128(to + 3, e);
+  }
+  if (n != body)
+    std::memcpy(d + body, s + body, n - body);
+  _mm_sfence();
+#else
+  if (n != 0)
+    std::memcpy(dst, src, n);
+#endif
+}
+
+}  // namespace jaccl::detail
