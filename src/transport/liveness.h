@@ -1,7 +1,9 @@
 // Copyright 2026 the jaccl authors.
 // The liveness monitor: one thread per group that owns one control
-// connection to every peer and turns a peer's death into a group failure
-// without help from the side channel.
+// connection to every peer it is connected to (every peer, or only rank 0
+// in a single-host shared-memory job, where rank 0's ABORT relays a death to
+// the rest) and turns a peer's death into a group failure without help from
+// the side channel.
 //
 // Control frames (12-byte header, little endian: type u8, kind u8, magic u16,
 // root rank i32, text length u32, then the text):

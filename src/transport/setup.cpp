@@ -112,7 +112,11 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
     std::vector<int> wires(n);
     for (size_t p = 0; p < n; ++p) {
       const int ip = static_cast<int>(p);
-      if (plan == Plan::Tcp) {
+      if (plan == Plan::Shm) {
+        // Liveness only, as a star at rank 0: its ABORT relays any rank's
+        // death, and 64 ranks make 63 connections instead of 2016.
+        wires[p] = (rank == 0 || p == 0) ? 0 : -1;
+      } else if (plan == Plan::Tcp) {
         wires[p] =
             data_wires_between(rank, ip, static_cast<int>(n), cfg.get_wires());
       } else if (plan == Plan::Hier && map.host_of[p] != map.host_of[rank]) {

@@ -356,6 +356,9 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
     }
     int w = data_wires.empty() ? data_wires_between(me, p, size, wires)
                                : data_wires[static_cast<size_t>(p)];
+    if (w < 0) {
+      continue;  // not connected at all (liveness goes through a relay)
+    }
     conns.wires[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
     if (dials(me, p, listens)) {
       const TcpCard& c = cards[static_cast<size_t>(p)];

@@ -5,7 +5,9 @@
 // Topology: every pair of ranks is connected. For size <= 16 each pair has
 // `wires` data connections; for size > 16 ring neighbours (rank +- 1 mod
 // size) have `wires` and every other pair 1. Every pair also has ONE control
-// connection, owned by the liveness monitor.
+// connection, owned by the liveness monitor, unless the caller's DataWiresFn
+// leaves the pair out (a single-host shared-memory job connects rank 0 to
+// each rank only, and rank 0 relays any rank's death to the others).
 //
 // Direction: for ranks i < j, i dials j if j listens, else j dials i if i
 // listens; if neither listens (both JACCL_LISTEN=0) set-up fails with a
@@ -100,7 +102,8 @@ Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
 
 // Decides from the gathered cards how many data wires each peer gets
 // (wires[p]; 0: control connection only, shared memory carries that pair's
-// data). Both ends of a pair must compute the same number. Without it,
+// data; -1: no connection at all). Both ends of a pair must compute the same
+// number. Without it,
 // data_wires_between() for every pair.
 using DataWiresFn =
     std::function<std::vector<int>(const std::vector<TcpCard>& cards)>;
