@@ -24,8 +24,9 @@ constexpr uint64_t kGrantMagic = 0x3130474d534a0a6aull;  // "j\nJSMG01"
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHelloLen = 8 + 4 + 4 + 16;
 constexpr size_t kGrantLen = 8 + 8;
-// Unauthenticated connections held at once: a flood of strays cannot pin
-// descriptors; the oldest goes first (members send their hello at once).
+// Unauthenticated connections held at once beyond the members still
+// expected: a flood of strays cannot pin descriptors; the oldest goes first
+// (members send their hello at once).
 constexpr size_t kMaxPending = 64;
 
 using ShmHello = std::array<uint8_t, kHelloLen>;
@@ -274,7 +275,9 @@ void handoff_serve(int listen_fd, const std::string& name, int seg_fd,
                                 << ": " << why);
         continue;
       }
-      if (pending.size() >= kMaxPending) {
+      // Room for every member at once (128 ranks connect in one burst) plus
+      // kMaxPending strays; past that the oldest silent one goes.
+      if (pending.size() >= left + kMaxPending) {
         pending.erase(pending.begin());
       }
       pending.push_back(Pending{std::move(c)});

@@ -449,6 +449,23 @@ TEST(ShmJob, MemfdHasNoNameAnywhereWhileRunning) {
   EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
 }
 
+// More members than the hand-off's allowance for strays connect in one
+// burst: none may be turned away as a stray.
+TEST(ShmJob, MoreThanSixtyFourMembersCollectTheSegmentAtOnce) {
+  TempDir dir;
+  const int n = 80;
+  Job job = Job::start(worker(), {}, n,
+                       [&](int r) { return rank_env(r, n, dir, {}); });
+  auto rs = job.wait(120s);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << ": " << rs[r].output;
+    EXPECT_NE(
+        rs[r].output.find("READY rank=" + std::to_string(r) + " backend=shm"),
+        std::string::npos)
+        << rs[r].output;
+  }
+}
+
 // SHM_PAUSE_AT=n stops the creator before its n-th side-channel call of the
 // set-up; the members are then blocked inside that same call.
 //   0: socket bound, nonce not yet published
