@@ -42,7 +42,7 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
     {EnvVar::HeartbeatTimeout, "JACCL_HEARTBEAT_TIMEOUT", nullptr, "10",
      "seconds of silence after which a peer is declared lost; 0 = off"},
     {EnvVar::ShmBudget, "JACCL_SHM_BUDGET", nullptr, "64",
-     "MiB of shared memory one single-host group may use"},
+     "MiB of shared memory the ranks of one host may use"},
     // Launchers' variables, read only when JACCL_RANK / JACCL_SIZE (and
     // their MLX_* spellings) are unset, in this order.
     {EnvVar::OmpiRank, "OMPI_COMM_WORLD_RANK", nullptr, "unset",
