@@ -20,6 +20,7 @@
 
 #include "collectives/hier_group.h"
 #include "support/fixtures.h"
+#include "support/netns.h"
 #include "support/proc.h"
 
 namespace {
@@ -279,6 +280,58 @@ TEST(HierFaults, RanksCallingDifferentOpsGetProtocolErrorOnEveryHost) {
   EXPECT_NE(line_of(rs[2].output, "ERROR ").find("all_gather"),
             std::string::npos)
       << all;
+}
+
+// Two hosts that do not share a network either: host 1 also lives in a
+// network namespace of its own, joined by a veth pair, so its TCP runs over
+// a real link with its own addresses (JACCL_IFNAME) and no shared loopback;
+// the side channel is a shared directory.
+TEST(HierNetns, TwoHostsOverAVethPair) {
+  const std::vector<int> host_of = {0, 0, 1, 1};
+  Hosts hosts(2);
+  REQUIRE_HOSTS(hosts);
+  jaccl::test::Netns net;
+  if (!net.ok())
+    GTEST_SKIP() << "cannot make a network namespace: " << net.why();
+  TempDir dir;
+  const int n = 4;
+  const std::string w = jaccl::test::worker_path("conformance");
+  std::vector<std::string> sh = {
+      "-c",
+      "if [ -n \"$HIER_NETNS\" ]; then set -- ip netns exec \"$HIER_NETNS\"; "
+      "else set --; fi; exec \"$@\" nsenter --ipc=\"$HIER_HOST\" -- '" +
+          w + "'"};
+  Job job = Job::start("/bin/sh", sh, n, [&](int r) {
+    const int h = host_of[static_cast<size_t>(r)];
+    Env e = rank_env(r, n, 0, "auto");
+    e["JACCL_COORDINATOR"] = kUnsetEnv;
+    e["JACCL_SIDE_CHANNEL"] = "file://" + dir.path();
+    e["JACCL_JOB"] = "hier-veth";  // the directory is this test's own
+    e["JACCL_IFNAME"] = h == 0 ? net.host_ip() : net.ns_ip();
+    e["HIER_HOST"] = hosts.file(h);
+    e["HIER_NETNS"] = h == 0 ? "" : net.name();
+    e["CONF_MATRIX"] = "reduced";
+    e["CONF_DIR"] = dir.path();
+    e["JACCL_LOG"] = "info";
+    return e;
+  });
+  auto rs = job.wait(300s);
+  const std::string all = all_output(rs);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    // Each host's ranks listen on their own side of the link.
+    const std::string ip =
+        host_of[static_cast<size_t>(r)] == 0 ? net.host_ip() : net.ns_ip();
+    EXPECT_NE(rs[r].output.find("listening on " + ip + ":"), std::string::npos)
+        << "rank " << r << "\n"
+        << all;
+    const std::string summary = line_of(rs[r].output, "SUMMARY ");
+    EXPECT_NE(
+        summary.find("rank=" + std::to_string(r) + " size=4 backend=shm+tcp"),
+        std::string::npos)
+        << all;
+    EXPECT_NE(summary.find(" failures=0"), std::string::npos) << all;
+  }
 }
 
 TEST(HierTransport, TcpAcrossNamespacesStaysPlainTcp) {

@@ -29,6 +29,7 @@
 
 #include "common/error.h"
 #include "common/random.h"
+#include "support/netns.h"
 #include "support/proc.h"
 #include "transport/shm_handoff.h"
 #include "transport/shm_segment.h"
@@ -40,6 +41,7 @@ using namespace jaccl::detail;
 namespace fs = std::filesystem;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
+using jaccl::test::Netns;
 using jaccl::test::ProcResult;
 using Env = std::map<std::string, std::string>;
 
@@ -582,52 +584,6 @@ TEST(ShmJob, BadBudgetOnOneRankIsAConfigErrorOnEveryRank) {
 }
 
 // ---- the named fallback: a member in another network namespace -----------
-
-// A throwaway network namespace joined to this one by a veth pair, and
-// (optionally) a mount namespace with its own small /dev/shm, kept alive by
-// a holder process, so what a job leaves there is this test's alone.
-class Netns {
- public:
-  Netns() {
-    // Names and a /30 subnet unique per test process: ctest runs tests of
-    // this binary in parallel processes.
-    const int pid = static_cast<int>(::getpid());
-    const std::string id = std::to_string(pid);
-    ns_ = "jshm" + id;
-    host_if_ = "jsa" + id;
-    const std::string net = "10." + std::to_string(200 + pid / 16384 % 50) +
-                            "." + std::to_string(pid / 64 % 256) + ".";
-    host_ip_ = net + std::to_string(pid % 64 * 4 + 1);
-    ns_ip_ = net + std::to_string(pid % 64 * 4 + 2);
-    const std::string script =
-        "set -e; ip netns add " + ns_ + "; ip link add " + host_if_ +
-        " type veth peer name jsb" + id + " netns " + ns_ + "; ip addr add " +
-        host_ip_ + "/30 dev " + host_if_ + "; ip link set " + host_if_ +
-        " up; ip -n " + ns_ + " addr add " + ns_ip_ + "/30 dev jsb" + id +
-        "; ip -n " + ns_ + " link set jsb" + id + " up; ip -n " + ns_ +
-        " link set lo up";
-    auto r = jaccl::test::run("/bin/sh", {"-c", script}, {}, 20s);
-    ok_ = r.exited_ok();
-    why_ = r.describe() + ": " + r.output;
-  }
-  ~Netns() {
-    jaccl::test::run("/bin/sh",
-                     {"-c", "ip link del " + host_if_ +
-                                " 2>/dev/null; ip netns "
-                                "del " +
-                                ns_ + " 2>/dev/null; true"},
-                     {}, 20s);
-  }
-  bool ok() const { return ok_; }
-  const std::string& why() const { return why_; }
-  const std::string& name() const { return ns_; }
-  const std::string& host_ip() const { return host_ip_; }
-  const std::string& ns_ip() const { return ns_ip_; }
-
- private:
-  bool ok_ = false;
-  std::string why_, ns_, host_if_, host_ip_, ns_ip_;
-};
 
 // Ranks in `others` run inside the namespace. With a holder pid, every rank
 // runs in the holder's mount namespace.
