@@ -136,6 +136,23 @@ int host_count(const std::vector<int>& host_of) {
   return *std::max_element(host_of.begin(), host_of.end()) + 1;
 }
 
+// Every rank of a conformance job exited 0 over the shm+tcp group with no
+// failed check.
+void expect_conformance_ok(const std::vector<ProcResult>& rs) {
+  const std::string all = all_output(rs);
+  const int n = static_cast<int>(rs.size());
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    const std::string summary = line_of(rs[r].output, "SUMMARY ");
+    EXPECT_NE(summary.find("rank=" + std::to_string(r) +
+                           " size=" + std::to_string(n) + " backend=shm+tcp"),
+              std::string::npos)
+        << summary << "\n"
+        << all;
+    EXPECT_NE(summary.find(" failures=0"), std::string::npos) << all;
+  }
+}
+
 #define REQUIRE_HOSTS(h)         \
   if (!(h).error().empty()) {    \
     GTEST_SKIP() << (h).error(); \
@@ -172,18 +189,7 @@ TEST_P(HierConformance, EveryOpMatchesTheReference) {
                          e["JACCL_RING"] = "1";
                        return e;
                      });
-  auto rs = job.wait(300s);
-  const std::string all = all_output(rs);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
-    const std::string summary = line_of(rs[r].output, "SUMMARY ");
-    EXPECT_NE(summary.find("rank=" + std::to_string(r) +
-                           " size=" + std::to_string(n) + " backend=shm+tcp"),
-              std::string::npos)
-        << summary << "\n"
-        << all;
-    EXPECT_NE(summary.find(" failures=0"), std::string::npos) << all;
-  }
+  expect_conformance_ok(job.wait(300s));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -316,21 +322,14 @@ TEST(HierNetns, TwoHostsOverAVethPair) {
     return e;
   });
   auto rs = job.wait(300s);
-  const std::string all = all_output(rs);
+  expect_conformance_ok(rs);
   for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
     // Each host's ranks listen on their own side of the link.
     const std::string ip =
         host_of[static_cast<size_t>(r)] == 0 ? net.host_ip() : net.ns_ip();
     EXPECT_NE(rs[r].output.find("listening on " + ip + ":"), std::string::npos)
         << "rank " << r << "\n"
-        << all;
-    const std::string summary = line_of(rs[r].output, "SUMMARY ");
-    EXPECT_NE(
-        summary.find("rank=" + std::to_string(r) + " size=4 backend=shm+tcp"),
-        std::string::npos)
-        << all;
-    EXPECT_NE(summary.find(" failures=0"), std::string::npos) << all;
+        << rs[r].output;
   }
 }
 
