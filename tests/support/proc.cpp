@@ -566,4 +566,22 @@ ProcResult run(const std::string& program, const std::vector<std::string>& args,
   return job.wait_one(0, deadline);
 }
 
+std::string line_of(const std::string& out, const std::string& prefix) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0)
+      return line;
+  }
+  return "";
+}
+
+std::string all_output(const std::vector<ProcResult>& rs) {
+  std::string s;
+  for (size_t r = 0; r < rs.size(); ++r) {
+    s += "---- rank " + std::to_string(r) + " (" + rs[r].describe() + ")\n" +
+         rs[r].output;
+  }
+  return s;
+}
+
 }  // namespace jaccl::test

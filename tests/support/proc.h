@@ -100,4 +100,10 @@ ProcResult run(const std::string& program, const std::vector<std::string>& args,
                const std::map<std::string, std::string>& env,
                std::chrono::milliseconds deadline);
 
+// The first line of out starting with prefix ("" if none).
+std::string line_of(const std::string& out, const std::string& prefix);
+
+// Every rank's status and output, for a failure message.
+std::string all_output(const std::vector<ProcResult>& rs);
+
 }  // namespace jaccl::test

@@ -29,8 +29,10 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using jaccl::test::all_output;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
+using jaccl::test::line_of;
 using jaccl::test::listen_sockets_of;
 using jaccl::test::ProcResult;
 using Env = std::map<std::string, std::string>;
@@ -83,26 +85,6 @@ Env rank_env(int rank, int size, int port, const std::string& transport,
 
 std::string worker() {
   return jaccl::test::worker_path("fault_worker");
-}
-
-// The first line of out starting with prefix ("" if none).
-std::string line_of(const std::string& out, const std::string& prefix) {
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0)
-      return line;
-  }
-  return "";
-}
-
-std::string all_output(const std::vector<ProcResult>& rs) {
-  std::string s;
-  for (size_t r = 0; r < rs.size(); ++r) {
-    s += "---- rank " + std::to_string(r) + " (" + rs[r].describe() + ")\n" +
-         rs[r].output;
-  }
-  return s;
 }
 
 void touch(const std::string& path) {

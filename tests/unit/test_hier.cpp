@@ -27,8 +27,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using jaccl::detail::HostMap;
+using jaccl::test::all_output;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
+using jaccl::test::line_of;
 using jaccl::test::ProcResult;
 using jaccl::test::TempDir;
 namespace fs = std::filesystem;
@@ -112,24 +114,6 @@ Env rank_env(int rank, int size, int port, const std::string& transport) {
           {"JACCL_SIDE_CHANNEL", kUnsetEnv},
           {"JACCL_HEARTBEAT_TIMEOUT", kUnsetEnv},
           {"TEST_SIDE_DIR", kUnsetEnv}};
-}
-
-std::string all_output(const std::vector<ProcResult>& rs) {
-  std::string s;
-  for (size_t r = 0; r < rs.size(); ++r) {
-    s += "---- rank " + std::to_string(r) + " (" + rs[r].describe() + ")\n" +
-         rs[r].output;
-  }
-  return s;
-}
-
-std::string line_of(const std::string& out, const std::string& prefix) {
-  std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(prefix, 0) == 0)
-      return line;
-  }
-  return "";
 }
 
 int host_count(const std::vector<int>& host_of) {

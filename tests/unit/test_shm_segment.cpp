@@ -41,6 +41,7 @@ using namespace jaccl::detail;
 namespace fs = std::filesystem;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
+using jaccl::test::line_of;
 using jaccl::test::Netns;
 using jaccl::test::ProcResult;
 using Env = std::map<std::string, std::string>;
@@ -357,16 +358,6 @@ Env rank_env(int rank, int size, const TempDir& dir, const Env& extra = {}) {
 
 std::string worker() {
   return jaccl::test::worker_path("shm_node");
-}
-
-std::string line_of(const std::string& out, const std::string& prefix) {
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(prefix, 0) == 0)
-      return line;
-  }
-  return "";
 }
 
 std::string all_output(Job& job) {
