@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -10,6 +11,7 @@
 #include "bootstrap/mpi_channel.h"
 #include "bootstrap/redis_channel.h"
 #include "bootstrap/tcp_star.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -72,13 +74,7 @@ std::string sha256_hex16(std::string_view s) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < 8 && i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
+  return to_hex(md, std::min(len, 8u));
 }
 
 }  // namespace

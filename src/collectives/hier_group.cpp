@@ -7,6 +7,7 @@
 
 #include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
+#include "collectives/shm_copy.h"
 #include "common/error.h"
 #include "common/reduce.h"
 
@@ -50,11 +51,6 @@ bool blocked(const HostMap& m) {
       return false;
   }
   return true;
-}
-
-void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n != 0 && dst != src)
-    std::memcpy(dst, src, n);
 }
 
 }  // namespace

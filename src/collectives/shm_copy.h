@@ -1,10 +1,10 @@
 // Copyright 2026 the jaccl authors.
-// Copies for the shm data plane's last hop into the caller's buffer. Past
-// the last-level cache, all ranks of a host share one memory bus (here one
-// core's memcpy already saturates it), so a large op is as fast as the bytes
-// it moves to and from DRAM: non-temporal stores write the output without
-// first reading it in (a third of a copy's traffic) and do not evict the
-// staging buffers that are about to be reused.
+// Copies for the shared-memory data planes. For the last hop into the
+// caller's buffer: past the last-level cache, all ranks of a host share one
+// memory bus (here one core's memcpy already saturates it), so a large op is
+// as fast as the bytes it moves to and from DRAM: non-temporal stores write the
+// output without first reading it in (a third of a copy's traffic) and do not
+// evict the staging buffers that are about to be reused.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +16,13 @@
 #endif
 
 namespace jaccl::detail {
+
+// memcpy that accepts what memcpy does not: n == 0 with a null pointer (an
+// empty vector's data()) and dst == src (an in-place op).
+inline void copy_bytes(void* dst, const void* src, size_t n) {
+  if (n != 0 && dst != src)
+    std::memcpy(dst, src, n);
+}
 
 // memcpy through non-temporal stores where the CPU has them. Ends with a
 // store fence, so the data is ordered before any later (release) store.

@@ -36,13 +36,6 @@ size_t llc_bytes() {
   return v > 0 ? static_cast<size_t>(v) : size_t(32) << 20;
 }
 
-// memcpy with n == 0 may still get a null pointer (an empty vector's
-// data()), which memcpy does not allow.
-inline void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n != 0)
-    std::memcpy(dst, src, n);
-}
-
 // The last hop into the caller's buffer.
 inline void copy_out(void* dst, const void* src, size_t n, bool stream) {
   if (stream)
@@ -165,18 +158,15 @@ void ShmGroup::step(const OpDesc& d) {
   wait(ready, [&] {
     state_->throw_if_failed();
     if (deadline_.expired()) {
-      std::ostringstream missing;
-      bool first = true;
+      std::vector<int> missing;
       for (int q = 0; q < size_; ++q) {
-        if (ctl(q).arrive.load(std::memory_order_acquire) < s) {
-          missing << (first ? "" : ", ") << who(q);
-          first = false;
-        }
+        if (ctl(q).arrive.load(std::memory_order_acquire) < s)
+          missing.push_back(who(q));
       }
       raise(ErrorKind::Timeout,
             std::string(op_text(d.op)) + " timed out after " +
-                format_duration(deadline_.total()) + " waiting for ranks " +
-                missing.str(),
+                format_duration(deadline_.total()) + " waiting for " +
+                ranks_phrase(missing),
             {.rank = who(rank_), .address = "shared memory"});
     }
   });

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "collectives/shm_group.h"
+#include "common/bytes.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/handshake.h"
@@ -36,16 +37,6 @@ size_t shm_budget_bytes(int rank) {
           {.rank = rank});
   }
   return static_cast<size_t>(mib) << 20;
-}
-
-std::string hex(const uint8_t* p, size_t n) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += kHex[p[i] >> 4];
-    out += kHex[p[i] & 15];
-  }
-  return out;
 }
 
 uint64_t pid_namespace() {
@@ -76,9 +67,7 @@ constexpr uint64_t kWireMagic = 0x3130505353434a6aull;  // "jJCSSP01"
 
 // Everything make_shm_group keeps across the phases.
 struct Setup {
-  const Config& cfg;
   SideChannel& sc;
-  const Connections& conns;
   const std::vector<int>& members;
   int rank;
   int creator;
@@ -228,7 +217,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
     raise(ErrorKind::Internal, "this rank is not among its host's members",
           {.rank = rank});
   }
-  Setup s{cfg, sc, conns, members, rank, members.front(), size == 1};
+  Setup s{sc, members, rank, members.front(), size == 1};
   const bool creator = rank == s.creator;
   const FailureState* state = conns.state.get();
   Fd listener;
@@ -248,7 +237,8 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
     // Bound before the nonce is published, so nobody else can take the
     // name first. Failing here only forfeits the memfd path.
     try {
-      listener = handoff_listen("jaccl-" + hex(w.nonce, 16), size + 16, rank);
+      listener = handoff_listen("jaccl-" + to_hex(w.nonce, sizeof(w.nonce)),
+                                size + 16, rank);
     } catch (const Error& e) {
       JACCL_LOG(Info, "rank " << rank << ": no shared-memory hand-off socket ("
                               << e.what() << ")");
@@ -267,7 +257,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
   try {
     s.first = s.gather(w);
     const Wire& head = s.first[static_cast<size_t>(s.creator)];
-    s.name = "jaccl-" + hex(head.nonce, sizeof(head.nonce));
+    s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
     std::memcpy(secret.data(), head.secret, secret.size());
 
