@@ -16,6 +16,8 @@ namespace fs = std::filesystem;
 AllGatherFn dir_all_gather(std::string dir, int rank, int size,
                            std::chrono::milliseconds timeout,
                            std::function<void()> before_call) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // a missing one fails at the first write
   auto seq = std::make_shared<int>(0);
   return [dir = std::move(dir), rank, size, timeout,
           before_call = std::move(before_call),

@@ -6,7 +6,8 @@
 // side channel a real app could hand to jaccl. Call k of rank r writes
 // <dir>/<k>.<r> (a temporary file renamed into place), then reads every
 // rank's file of call k, waiting up to `timeout` for each (a TimeoutError
-// naming the missing file). before_call, if set, runs first on every call
+// naming the missing file); the directory is created if missing.
+// before_call, if set, runs first on every call
 // (a test hook, e.g. to hold a rank at a chosen point).
 #pragma once
 

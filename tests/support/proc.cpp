@@ -566,6 +566,29 @@ ProcResult run(const std::string& program, const std::vector<std::string>& args,
   return job.wait_one(0, deadline);
 }
 
+std::map<std::string, std::string> clean_rank_env(int rank, int size) {
+  std::map<std::string, std::string> e = {{"JACCL_RANK", std::to_string(rank)},
+                                          {"JACCL_SIZE", std::to_string(size)},
+                                          {"JACCL_TIMEOUT", "30"},
+                                          {"JACCL_OP_TIMEOUT", "600"}};
+  for (const char* k :
+       {"JACCL_COORDINATOR", "JACCL_SIDE_CHANNEL", "JACCL_TRANSPORT",
+        "JACCL_RING", "JACCL_WIRES", "JACCL_TOKEN", "JACCL_JOB", "JACCL_LISTEN",
+        "JACCL_IFNAME", "JACCL_HEARTBEAT_TIMEOUT", "JACCL_SHM_BUDGET",
+        "JACCL_LOG", "TEST_SIDE_DIR", "TEST_HOLD_FILE", "TEST_RELEASE_FILE"}) {
+    e[k] = kUnsetEnv;
+  }
+  return e;
+}
+
+std::map<std::string, std::string> coordinator_rank_env(
+    int rank, int size, int port, const std::string& transport) {
+  auto e = clean_rank_env(rank, size);
+  e["JACCL_COORDINATOR"] = "127.0.0.1:" + std::to_string(port);
+  e["JACCL_TRANSPORT"] = transport;
+  return e;
+}
+
 std::string line_of(const std::string& out, const std::string& prefix) {
   std::istringstream in(out);
   for (std::string line; std::getline(in, line);) {

@@ -100,6 +100,16 @@ ProcResult run(const std::string& program, const std::vector<std::string>& args,
                const std::map<std::string, std::string>& env,
                std::chrono::milliseconds deadline);
 
+// The environment of one rank of a test job: JACCL_RANK and JACCL_SIZE,
+// generous deadlines (JACCL_TIMEOUT 30 s, JACCL_OP_TIMEOUT 600 s), and every
+// other JACCL_* or TEST_* variable the workers read removed, so the
+// caller's environment cannot leak into the job. Callers add the rest.
+std::map<std::string, std::string> clean_rank_env(int rank, int size);
+// The same, bootstrapping through the TCP coordinator on 127.0.0.1:port,
+// with JACCL_TRANSPORT=transport.
+std::map<std::string, std::string> coordinator_rank_env(
+    int rank, int size, int port, const std::string& transport);
+
 // The first line of out starting with prefix ("" if none).
 std::string line_of(const std::string& out, const std::string& prefix);
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/handshake.h"
+#include "support/fixtures.h"
 #include "support/listen_sockets.h"
 #include "support/proc.h"
 
@@ -35,49 +36,13 @@ using jaccl::test::kUnsetEnv;
 using jaccl::test::line_of;
 using jaccl::test::listen_sockets_of;
 using jaccl::test::ProcResult;
+using jaccl::test::TempDir;
 using Env = std::map<std::string, std::string>;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string t =
-        (fs::temp_directory_path() / "jaccl-faults-XXXXXX").string();
-    if (::mkdtemp(t.data()) == nullptr)
-      throw std::runtime_error("mkdtemp");
-    path_ = t;
-    fs::create_directories(path_ + "/side");
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const {
-    return path_ + "/" + name;
-  }
-
- private:
-  std::string path_;
-};
 
 // Environment of one rank: a clean JACCL_* set plus the caller's extras.
 Env rank_env(int rank, int size, int port, const std::string& transport,
              const Env& extra = {}) {
-  Env e = {{"JACCL_RANK", std::to_string(rank)},
-           {"JACCL_SIZE", std::to_string(size)},
-           {"JACCL_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
-           {"JACCL_TRANSPORT", transport},
-           {"JACCL_TIMEOUT", "30"},
-           {"JACCL_OP_TIMEOUT", "600"},
-           {"JACCL_RING", kUnsetEnv},
-           {"JACCL_WIRES", kUnsetEnv},
-           {"JACCL_TOKEN", kUnsetEnv},
-           {"JACCL_LISTEN", kUnsetEnv},
-           {"JACCL_SIDE_CHANNEL", kUnsetEnv},
-           {"JACCL_HEARTBEAT_TIMEOUT", kUnsetEnv},
-           {"JACCL_LOG", kUnsetEnv},
-           {"TEST_SIDE_DIR", kUnsetEnv},
-           {"TEST_HOLD_FILE", kUnsetEnv},
-           {"TEST_RELEASE_FILE", kUnsetEnv}};
+  Env e = jaccl::test::coordinator_rank_env(rank, size, port, transport);
   for (const auto& [k, v] : extra)
     e[k] = v;
   return e;

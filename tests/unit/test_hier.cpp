@@ -28,6 +28,7 @@ namespace {
 using namespace std::chrono_literals;
 using jaccl::detail::HostMap;
 using jaccl::test::all_output;
+using jaccl::test::coordinator_rank_env;
 using jaccl::test::Job;
 using jaccl::test::kUnsetEnv;
 using jaccl::test::line_of;
@@ -100,22 +101,6 @@ Job start_on_hosts(const Hosts& hosts, const std::vector<int>& host_of,
   });
 }
 
-Env rank_env(int rank, int size, int port, const std::string& transport) {
-  return {{"JACCL_RANK", std::to_string(rank)},
-          {"JACCL_SIZE", std::to_string(size)},
-          {"JACCL_COORDINATOR", "127.0.0.1:" + std::to_string(port)},
-          {"JACCL_TRANSPORT", transport},
-          {"JACCL_TIMEOUT", "30"},
-          {"JACCL_OP_TIMEOUT", "600"},
-          {"JACCL_RING", kUnsetEnv},
-          {"JACCL_WIRES", kUnsetEnv},
-          {"JACCL_TOKEN", kUnsetEnv},
-          {"JACCL_LISTEN", kUnsetEnv},
-          {"JACCL_SIDE_CHANNEL", kUnsetEnv},
-          {"JACCL_HEARTBEAT_TIMEOUT", kUnsetEnv},
-          {"TEST_SIDE_DIR", kUnsetEnv}};
-}
-
 int host_count(const std::vector<int>& host_of) {
   return *std::max_element(host_of.begin(), host_of.end()) + 1;
 }
@@ -166,7 +151,7 @@ TEST_P(HierConformance, EveryOpMatchesTheReference) {
   Job job =
       start_on_hosts(hosts, l.host_of, jaccl::test::worker_path("conformance"),
                      {}, [&](int r) {
-                       Env e = rank_env(r, n, port, "auto");
+                       Env e = coordinator_rank_env(r, n, port, "auto");
                        e["CONF_MATRIX"] = l.matrix;
                        e["CONF_DIR"] = dir.path();
                        if (l.ring)
@@ -208,9 +193,9 @@ TEST_P(HierKill, SurvivorsOnEveryHostThrowPeerLostNamingIt) {
   REQUIRE_HOSTS(hosts);
   const int n = static_cast<int>(c.host_of.size());
   const int port = jaccl::test::free_loopback_port();
-  Job job = start_on_hosts(hosts, c.host_of,
-                           jaccl::test::worker_path("fault_worker"), {"loop"},
-                           [&](int r) { return rank_env(r, n, port, "auto"); });
+  Job job = start_on_hosts(
+      hosts, c.host_of, jaccl::test::worker_path("fault_worker"), {"loop"},
+      [&](int r) { return coordinator_rank_env(r, n, port, "auto"); });
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(job.wait_for_output(r, "LOOPING", 60s))
         << "rank " << r << " never got going:\n"
@@ -252,7 +237,7 @@ TEST(HierFaults, RanksCallingDifferentOpsGetProtocolErrorOnEveryHost) {
   Job job =
       start_on_hosts(hosts, host_of, jaccl::test::worker_path("fault_worker"),
                      {"mismatch"}, [&](int r) {
-                       Env e = rank_env(r, n, port, "auto");
+                       Env e = coordinator_rank_env(r, n, port, "auto");
                        e["FAULT_ODD"] = std::to_string(odd);
                        return e;
                      });
@@ -293,7 +278,7 @@ TEST(HierNetns, TwoHostsOverAVethPair) {
           w + "'"};
   Job job = Job::start("/bin/sh", sh, n, [&](int r) {
     const int h = host_of[static_cast<size_t>(r)];
-    Env e = rank_env(r, n, 0, "auto");
+    Env e = coordinator_rank_env(r, n, 0, "auto");
     e["JACCL_COORDINATOR"] = kUnsetEnv;
     e["JACCL_SIDE_CHANNEL"] = "file://" + dir.path();
     e["JACCL_JOB"] = "hier-veth";  // the directory is this test's own
@@ -323,9 +308,9 @@ TEST(HierTransport, TcpAcrossNamespacesStaysPlainTcp) {
   REQUIRE_HOSTS(hosts);
   const int n = 3;
   const int port = jaccl::test::free_loopback_port();
-  Job job = start_on_hosts(hosts, host_of,
-                           jaccl::test::worker_path("fault_worker"), {"once"},
-                           [&](int r) { return rank_env(r, n, port, "tcp"); });
+  Job job = start_on_hosts(
+      hosts, host_of, jaccl::test::worker_path("fault_worker"), {"once"},
+      [&](int r) { return coordinator_rank_env(r, n, port, "tcp"); });
   auto rs = job.wait(60s);
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {

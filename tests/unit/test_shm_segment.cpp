@@ -29,6 +29,7 @@
 
 #include "common/error.h"
 #include "common/random.h"
+#include "support/fixtures.h"
 #include "support/netns.h"
 #include "support/proc.h"
 #include "transport/shm_handoff.h"
@@ -44,6 +45,7 @@ using jaccl::test::kUnsetEnv;
 using jaccl::test::line_of;
 using jaccl::test::Netns;
 using jaccl::test::ProcResult;
+using jaccl::test::TempDir;
 using Env = std::map<std::string, std::string>;
 
 std::string unique_name(const char* what) {
@@ -314,43 +316,13 @@ TEST(Segment, AdoptRefusesUnsealedAndWrongSize) {
 // ---- real jobs
 // ---------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t =
-        (fs::temp_directory_path() / "jaccl-shmseg-XXXXXX").string();
-    if (::mkdtemp(t.data()) == nullptr)
-      throw std::runtime_error("mkdtemp");
-    path_ = t;
-    fs::create_directories(path_ + "/side");
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const {
-    return path_ + "/" + name;
-  }
-
- private:
-  std::string path_;
-};
-
 Env rank_env(int rank, int size, const TempDir& dir, const Env& extra = {}) {
-  Env e = {{"JACCL_RANK", std::to_string(rank)},
-           {"JACCL_SIZE", std::to_string(size)},
-           {"JACCL_TRANSPORT", "shm"},
-           {"JACCL_TIMEOUT", "30"},
-           {"JACCL_COORDINATOR", kUnsetEnv},
-           {"JACCL_SIDE_CHANNEL", kUnsetEnv},
-           {"JACCL_IFNAME", kUnsetEnv},
-           {"JACCL_TOKEN", kUnsetEnv},
-           {"JACCL_SHM_BUDGET", kUnsetEnv},
-           {"JACCL_LOG", "info"},
-           {"SHM_PAUSE_AT", kUnsetEnv},
-           {"SHM_RESUME_FILE", kUnsetEnv},
-           {"TEST_RELEASE_FILE", kUnsetEnv},
-           {"TEST_SIDE_DIR", dir / "side"}};
+  Env e = jaccl::test::clean_rank_env(rank, size);
+  e["JACCL_TRANSPORT"] = "shm";
+  e["JACCL_LOG"] = "info";
+  e["SHM_PAUSE_AT"] = kUnsetEnv;
+  e["SHM_RESUME_FILE"] = kUnsetEnv;
+  e["TEST_SIDE_DIR"] = dir / "side";
   for (const auto& [k, v] : extra)
     e[k] = v;
   return e;
