@@ -15,6 +15,8 @@
 //                       wait fd (no progress) until rank 0's message makes
 //                       it readable; prints "WOKE" (or "NO_WAIT_FD")
 //   ofi_node cards      only the card exchange and insert_peers
+//   ofi_node trunc      rank 0 sends 4 KiB into rank 1's 16-byte recv: rank 1
+//                       fails with a ProtocolError naming rank 0
 //   ofi_node pingpong   ranks 0 and 1: 8 B round-trip latency and one-way
 //                       bandwidth per size; prints JSON lines (a benchmark)
 //
@@ -256,15 +258,30 @@ void flood(const Ctx& c, ofi::Endpoint& ep) {
     }
   };
   more_recvs();
+  // The first message forms the connection (tcp;ofi_rxm says -FI_EAGAIN
+  // meanwhile); then post without progressing until the provider pushes
+  // back, and finish the rest progressing as a caller would.
   size_t sent = 0;
   int eagain = 0;
+  post_send(ep, to, 1, &out[0], kBytes, ss[0], dl);
+  wait_for(ep, ss[0], dl, "the first flood send");
+  sent = 1;
+  while (sent < kMax &&
+         ep.post_send(to, 1, &out[sent * kBytes], kBytes, ss[sent])) {
+    ++sent;
+  }
+  size_t before = sent;
   while (sent < kMax) {
     if (ep.post_send(to, 1, &out[sent * kBytes], kBytes, ss[sent])) {
       ++sent;
-      continue;
+    } else {
+      ++eagain;
+      more_recvs();
+      ep.progress();
     }
-    ++eagain;
-    break;  // -FI_EAGAIN: stop here, no progress was made by us
+    if (dl.expired()) {
+      throw std::runtime_error("timed out flooding");
+    }
   }
   uint64_t n = sent;
   ofi::Request nr;
@@ -295,8 +312,8 @@ void flood(const Ctx& c, ofi::Endpoint& ep) {
   for (size_t i = 0; i < sent; ++i) {
     wait_for(ep, ss[i], dl, "a flood send");
   }
-  std::cout << "EAGAIN " << eagain << " after " << sent << " sends, received "
-            << count << std::endl;
+  std::cout << "EAGAIN " << eagain << " first after " << before
+            << " sends; sent " << sent << ", received " << count << std::endl;
   // The receives beyond `count` stay posted; closing the endpoint cancels
   // them. Both ranks must be done receiving before either closes.
   char z = 0, all[64] = {};
@@ -342,6 +359,24 @@ void fdwake(const Ctx& c, ofi::Endpoint& ep) {
     wait_for(ep, r, dl, "the wake-up recv");
   }
   c.gather(&z, all, 1);
+}
+
+// Rank 0 sends 4 KiB where rank 1 posted 16 bytes: rank 1's completion is
+// an FI_ETRUNC error, which must name rank 0.
+void trunc(const Ctx& c, ofi::Endpoint& ep) {
+  auto dl = Deadline::after(30000ms);
+  std::vector<uint8_t> b(4096, 5);
+  ofi::Request r;
+  if (c.rank == 0) {
+    post_send(ep, 1, 11, b.data(), b.size(), r, dl);
+    wait_for(ep, r, dl, "the long send");
+    std::cout << "OK" << std::endl;
+    std::exit(0);  // rank 1 fails: no final all-gather
+  } else if (c.rank == 1) {
+    post_recv(ep, 0, 11, b.data(), 16, r, dl);
+    wait_for(ep, r, dl, "the short recv");
+    throw std::runtime_error("a truncated message completed without error");
+  }
 }
 
 void pingpong(const Ctx& c, ofi::Endpoint& ep) {
@@ -473,6 +508,8 @@ int main(int argc, char** argv) {
       }
     } else if (mode == "fdwake") {
       fdwake(c, *eps[0]);
+    } else if (mode == "trunc") {
+      trunc(c, *eps[0]);
     } else if (mode == "pingpong") {
       pingpong(c, *eps[0]);
     } else if (mode != "cards") {

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ class EndpointImpl final : public Endpoint {
     card_.address = std::move(name);
     // Injected sends need no registration, even under FI_MR_LOCAL.
     inject_ = info->tx_attr->inject_size;
+    // Posting past the queue sizes is -FI_EAGAIN on some providers and
+    // -FI_ENOMEM on others (shm's receive queue): count what is posted and
+    // say `false` before the provider has to.
+    tx_limit_ = info->tx_attr->size > 0 ? info->tx_attr->size : SIZE_MAX;
+    rx_limit_ = info->rx_attr->size > 0 ? info->rx_attr->size : SIZE_MAX;
     try {
       reg_ = std::make_unique<Registrar>(*d_, ep_);
     } catch (...) {
@@ -155,6 +161,10 @@ class EndpointImpl final : public Endpoint {
       ++inline_done_;
       return true;
     }
+    if (tx_posted_ >= tx_limit_) {
+      drain();
+      return false;
+    }
     const void* src = buf;
     void* desc = nullptr;
     if (reg_->active()) {
@@ -181,6 +191,7 @@ class EndpointImpl final : public Endpoint {
       undo(r);
     }
     check_post(rc, "send", peer, len, tag);
+    ++tx_posted_;
     return true;
   }
 
@@ -189,6 +200,10 @@ class EndpointImpl final : public Endpoint {
     fi_addr_t from = addr_of(peer);
     start(r, peer);
     r.bytes = len;  // the posted size until the completion says otherwise
+    if (rx_posted_ >= rx_limit_) {
+      drain();
+      return false;
+    }
     void* dst = buf;
     void* desc = nullptr;
     if (reg_->active()) {
@@ -213,6 +228,7 @@ class EndpointImpl final : public Endpoint {
       undo(r);
     }
     check_post(rc, "recv", peer, len, tag);
+    ++rx_posted_;
     return true;
   }
 
@@ -317,6 +333,7 @@ class EndpointImpl final : public Endpoint {
 
   void complete(void* ctx, uint64_t flags, size_t len) {
     Request* r = request_of(ctx);
+    --((flags & FI_RECV) != 0 ? rx_posted_ : tx_posted_);
     if ((flags & FI_RECV) != 0) {
       r->bytes = len;
       if (r->slot >= 0 && len > 0) {
@@ -368,6 +385,7 @@ class EndpointImpl final : public Endpoint {
     size_t posted = 0;
     bool recv = (err.flags & FI_RECV) != 0;
     if (err.op_context != nullptr) {
+      --(recv ? rx_posted_ : tx_posted_);
       Request* r = request_of(err.op_context);
       rank = r->peer >= 0 && static_cast<size_t>(r->peer) < names_.size()
                  ? names_[r->peer]
@@ -375,22 +393,28 @@ class EndpointImpl final : public Endpoint {
       posted = r->bytes;
       undo(*r);
     }
-    char buf[256] = {};
-    const char* prov =
-        fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
-    std::string detail = fi_text(err.err);
-    if (prov != nullptr && *prov != '\0') {
-      detail += " (provider: " + std::string(prov) + ")";
+    int code = err.err < 0 ? -err.err : err.err;  // providers differ in sign
+    std::string detail = fi_text(code);
+    if (err.prov_errno != 0) {
+      char buf[256] = {};
+      const char* prov =
+          fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
+      if (prov != nullptr && *prov != '\0') {
+        detail += " (provider: " + std::string(prov) + ")";
+      }
     }
-    if (err.err == FI_ETRUNC) {
+    if (code == FI_ETRUNC) {
       raise(ErrorKind::Protocol,
             "rank " + std::to_string(rank) +
-                " sent a message longer than the receive posted for tag " +
-                std::to_string(err.tag) + " (" + std::to_string(err.olen) +
-                " bytes too many): " + detail,
+                " sent a message longer than the " + std::to_string(posted) +
+                "-byte receive posted for tag " + std::to_string(err.tag) +
+                (err.olen > 0
+                     ? " (" + std::to_string(err.olen) + " bytes too many)"
+                     : std::string()) +
+                ": " + detail,
             {.rank = d_->opts.rank, .peer = rank});
     }
-    raise(peer_gone(err.err) ? ErrorKind::PeerLost : ErrorKind::Io,
+    raise(peer_gone(code) ? ErrorKind::PeerLost : ErrorKind::Io,
           std::string("an ofi ") + (recv ? "recv" : "send") +
               (posted > 0 ? " of " + std::to_string(posted) + " bytes"
                           : std::string()) +
@@ -405,6 +429,10 @@ class EndpointImpl final : public Endpoint {
   fid_av* av_ = nullptr;
   int wait_fd_ = -1;
   size_t inject_ = 0;
+  size_t tx_limit_ = SIZE_MAX;
+  size_t rx_limit_ = SIZE_MAX;
+  size_t tx_posted_ = 0;
+  size_t rx_posted_ = 0;
   int inline_done_ = 0;
   Card card_;
   std::vector<fi_addr_t> addrs_;

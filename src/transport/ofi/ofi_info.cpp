@@ -4,6 +4,7 @@
 // drives RDMA hardware (for JACCL_TRANSPORT=auto).
 #include <strings.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -61,14 +62,18 @@ InfoPtr query(const std::string& provider, const std::string& domain, int* rc) {
     return InfoPtr();
   }
   // fi_getinfo's name filter also lets layered variants through ("tcp"
-  // matches "tcp;ofi_rxm"): keep exact matches only.
+  // matches "tcp;ofi_rxm"), and layered providers ignore the domain name
+  // (tcp;ofi_rxm returns every interface): keep exact matches only.
   fi_info* head = nullptr;
   fi_info** tail = &head;
   for (fi_info* i = list; i != nullptr;) {
     fi_info* next = i->next;
     i->next = nullptr;
-    bool keep = provider.empty() ||
-                strcasecmp(i->fabric_attr->prov_name, provider.c_str()) == 0;
+    bool keep =
+        (provider.empty() ||
+         strcasecmp(i->fabric_attr->prov_name, provider.c_str()) == 0) &&
+        (domain.empty() ||
+         (i->domain_attr->name != nullptr && domain == i->domain_attr->name));
     if (keep) {
       *tail = i;
       tail = &i->next;
@@ -81,17 +86,22 @@ InfoPtr query(const std::string& provider, const std::string& domain, int* rc) {
 }
 
 std::string describe(const fi_info* list) {
+  // fi_getinfo repeats entries that differ only in attributes we do not
+  // print; list each provider/fabric/domain once.
+  std::vector<std::string> seen;
   std::string out;
   for (const fi_info* i = list; i != nullptr; i = i->next) {
-    if (!out.empty()) {
-      out += ", ";
+    std::string one = i->fabric_attr->prov_name;
+    one += " (fabric ";
+    one += i->fabric_attr->name ? i->fabric_attr->name : "?";
+    one += ", domain ";
+    one += i->domain_attr->name ? i->domain_attr->name : "?";
+    one += ")";
+    if (std::find(seen.begin(), seen.end(), one) != seen.end()) {
+      continue;
     }
-    out += i->fabric_attr->prov_name;
-    out += " (fabric ";
-    out += i->fabric_attr->name ? i->fabric_attr->name : "?";
-    out += ", domain ";
-    out += i->domain_attr->name ? i->domain_attr->name : "?";
-    out += ")";
+    seen.push_back(one);
+    out += (out.empty() ? "" : ", ") + one;
   }
   return out.empty() ? "none" : out;
 }
