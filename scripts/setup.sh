@@ -10,6 +10,7 @@ pkgs=(
   pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq
   libzmq3-dev cppzmq-dev
   libgloo-dev iperf3 gnuplot-nox
+  python3-torch libtorch-dev
   iproute2 procps
 )
 missing=()
