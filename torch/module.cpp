@@ -6,6 +6,9 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group.h"
+#include <execinfo.h>
+#include <unistd.h>
+#include <exception>
 
 namespace py = pybind11;
 
@@ -31,6 +34,7 @@ std::string data_plane(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
 }  // namespace
 
 PYBIND11_MODULE(jaccl_torch, m) {
+  std::set_terminate([] { void* b[64]; int n = backtrace(b, 64); backtrace_symbols_fd(b, n, 2); abort(); }); // DEBUG-TERM
   m.doc() =
       "torch.distributed backend 'jaccl': import registers it; then "
       "dist.init_process_group('jaccl', ...).";

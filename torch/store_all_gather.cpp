@@ -1,9 +1,11 @@
 // Copyright 2026 the jaccl authors.
 #include "store_all_gather.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "jaccl/error.h"
@@ -34,38 +36,38 @@ struct StoreChannel {
   void all_gather(const char* src, char* dst, size_t n) {
     const uint64_t call = calls++;
     store->set(key(call, rank), std::vector<uint8_t>(src, src + n));
-    std::vector<std::string> others;
-    for (int r = 0; r < size; ++r) {
-      if (r != rank) others.push_back(key(call, r));
-    }
     // jaccl abandons a side-channel call after its own timeout (the same
-    // value); wait a little less, so the error that reaches the user is this
-    // one, which names the missing ranks.
-    const auto bound = std::max(std::chrono::milliseconds(1), timeout * 9 / 10);
-    if (!others.empty()) {
-      try {
-        store->wait(others, bound);
-      } catch (const std::exception& e) {
-        std::string missing;
-        int count = 0;
-        for (int r = 0; r < size; ++r) {
-          if (r == rank) continue;
-          bool present = false;
-          try {
-            present = store->check({key(call, r)});
-          } catch (const std::exception&) {
-          }
-          if (!present) {
-            missing += (count++ ? ", " : "") + std::to_string(r);
-          }
+    // value); give up a little earlier, so the error that reaches the user is
+    // this one, which names the missing ranks. Polled with check(), not
+    // Store::wait: an expired TCPStore wait leaves its reply in the socket.
+    const auto bound = std::max(std::chrono::milliseconds(1), timeout * 4 / 5);
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    auto pause = std::chrono::microseconds(200);
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (r != rank) missing.push_back(r);
+    }
+    while (!missing.empty()) {
+      std::vector<int> still;
+      for (int r : missing) {
+        if (!store->check({key(call, r)})) still.push_back(r);
+      }
+      missing.swap(still);
+      if (missing.empty()) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string names;
+        for (size_t i = 0; i < missing.size(); ++i) {
+          names += (i ? ", " : "") + std::to_string(missing[i]);
         }
-        if (count == 0) throw;  // not a timeout: the store itself failed
         throw jaccl::TimeoutError(
             prefix() + ": timed out after " + seconds(bound) +
-            " waiting in torch's store for " + (count == 1 ? "rank " : "ranks ") +
-            missing + " (side-channel call " + std::to_string(call) + ", key '" +
-            ns + std::to_string(call) + "/<rank>'): " + e.what());
+            " waiting in torch's store for " +
+            (missing.size() == 1 ? "rank " : "ranks ") + names +
+            " (side-channel call " + std::to_string(call) + ", key '" +
+            ns + std::to_string(call) + "/<rank>')");
       }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(20000));
     }
     for (int r = 0; r < size; ++r) {
       if (r == rank) {

@@ -22,7 +22,7 @@ namespace jaccl_torch {
 //                        init again) never reads the keys of an earlier one
 //   jaccl/<i>/<k>/<r>    rank r's input to call k of instance i
 //
-// A call sets its own key, waits for the others' (bounded by `timeout`; a
+// A call sets its own key, polls for the others' (bounded by `timeout`; a
 // timeout names the ranks whose keys are missing) and reads them. Rank r
 // deletes its key of call k-1 once call k completes: every rank writes call k
 // only after it has read all of call k-1.
