@@ -9,9 +9,12 @@
 
 namespace jaccl_torch {
 
-static_assert(tournament_partner(0, 2, 0) == 1 && tournament_partner(1, 2, 0) == 0);
-static_assert(tournament_partner(0, 3, 0) == -1 && tournament_partner(1, 3, 0) == 2);
-static_assert(tournament_partner(3, 4, 2) == 2 && tournament_partner(0, 4, 2) == 1);
+static_assert(tournament_partner(0, 2, 0) == 1 &&
+              tournament_partner(1, 2, 0) == 0);
+static_assert(tournament_partner(0, 3, 0) == -1 &&
+              tournament_partner(1, 3, 0) == 2);
+static_assert(tournament_partner(3, 4, 2) == 2 &&
+              tournament_partner(0, 4, 2) == 1);
 
 void all_to_all(jaccl::Group& g, const std::vector<PeerBlock>& blocks) {
   const int rank = g.rank();
@@ -34,13 +37,16 @@ void all_to_all(jaccl::Group& g, const std::vector<PeerBlock>& blocks) {
   }
   for (int round = 0; round < tournament_rounds(size); ++round) {
     const int peer = tournament_partner(rank, size, round);
-    if (peer < 0) continue;
+    if (peer < 0)
+      continue;
     const PeerBlock& b = blocks[peer];
     auto send = [&] {
-      if (b.send_bytes > 0) g.send(b.send, b.send_bytes, peer);
+      if (b.send_bytes > 0)
+        g.send(b.send, b.send_bytes, peer);
     };
     auto recv = [&] {
-      if (b.recv_bytes > 0) g.recv(b.recv, b.recv_bytes, peer);
+      if (b.recv_bytes > 0)
+        g.recv(b.recv, b.recv_bytes, peer);
     };
     if (rank < peer) {
       send();

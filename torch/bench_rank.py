@@ -7,6 +7,7 @@ changes hit them alike: "jaccl" (auto: shared memory on one host), "jaccl"
 with JACCL_TRANSPORT=tcp, and "gloo". Then one DDP step of a small MLP on
 jaccl and on gloo. Rank 0 prints one JSON line per measurement.
 """
+import gc
 import json
 import os
 import statistics
@@ -92,6 +93,7 @@ def main():
     for name in ("jaccl", "gloo"):
         sec, params = ddp_step_time(groups[name], steps)
         emit(op="ddp_step", lib=name, seconds=sec, params=params)
+    gc.collect()  # DDP's cycles hold the groups (see torch/tests/rank_main.py)
     dist.destroy_process_group()
 
 

@@ -6,9 +6,6 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "process_group.h"
-#include <execinfo.h>
-#include <unistd.h>
-#include <exception>
 
 namespace py = pybind11;
 
@@ -20,8 +17,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     std::chrono::milliseconds timeout) {
   py::gil_scoped_release no_gil;
-  return c10::make_intrusive<jaccl_torch::ProcessGroupJaccl>(store, rank,
-                                                             world_size, timeout);
+  return c10::make_intrusive<jaccl_torch::ProcessGroupJaccl>(
+      store, rank, world_size, timeout);
 }
 
 std::string data_plane(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
@@ -34,7 +31,6 @@ std::string data_plane(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
 }  // namespace
 
 PYBIND11_MODULE(jaccl_torch, m) {
-  std::set_terminate([] { void* b[64]; int n = backtrace(b, 64); backtrace_symbols_fd(b, n, 2); abort(); }); // DEBUG-TERM
   m.doc() =
       "torch.distributed backend 'jaccl': import registers it; then "
       "dist.init_process_group('jaccl', ...).";
@@ -47,7 +43,6 @@ PYBIND11_MODULE(jaccl_torch, m) {
   m.attr("BACKEND") = "jaccl";
   py::object backend = dist.attr("Backend");
   if (!py::hasattr(backend, "JACCL")) {
-    backend.attr("register_backend")("jaccl",
-                                     m.attr("_create_process_group"));
+    backend.attr("register_backend")("jaccl", m.attr("_create_process_group"));
   }
 }

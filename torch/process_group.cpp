@@ -22,34 +22,50 @@ struct DtypeEntry {
   jaccl::Dtype jaccl;
 };
 constexpr DtypeEntry kDtypes[] = {
-    {c10::kFloat, jaccl::Float32},    {c10::kDouble, jaccl::Float64},
-    {c10::kHalf, jaccl::Float16},     {c10::kBFloat16, jaccl::BFloat16},
-    {c10::kChar, jaccl::Int8},        {c10::kShort, jaccl::Int16},
-    {c10::kInt, jaccl::Int32},        {c10::kLong, jaccl::Int64},
-    {c10::kByte, jaccl::UInt8},       {c10::kBool, jaccl::Bool},
+    {c10::kFloat, jaccl::Float32},
+    {c10::kDouble, jaccl::Float64},
+    {c10::kHalf, jaccl::Float16},
+    {c10::kBFloat16, jaccl::BFloat16},
+    {c10::kChar, jaccl::Int8},
+    {c10::kShort, jaccl::Int16},
+    {c10::kInt, jaccl::Int32},
+    {c10::kLong, jaccl::Int64},
+    {c10::kByte, jaccl::UInt8},
+    {c10::kBool, jaccl::Bool},
     {c10::kComplexFloat, jaccl::Complex64},
 };
 
 // The jaccl dtype of t, or -1.
 int find_dtype(const at::Tensor& t) {
   for (const auto& e : kDtypes) {
-    if (e.torch == t.scalar_type()) return e.jaccl;
+    if (e.torch == t.scalar_type())
+      return e.jaccl;
   }
   return -1;
 }
 
 const char* op_name(const ReduceOp& op) {
   switch (op.op_) {
-    case ReduceOp::SUM: return "SUM";
-    case ReduceOp::AVG: return "AVG";
-    case ReduceOp::PRODUCT: return "PRODUCT";
-    case ReduceOp::MIN: return "MIN";
-    case ReduceOp::MAX: return "MAX";
-    case ReduceOp::BAND: return "BAND";
-    case ReduceOp::BOR: return "BOR";
-    case ReduceOp::BXOR: return "BXOR";
-    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    default: return "UNUSED";
+    case ReduceOp::SUM:
+      return "SUM";
+    case ReduceOp::AVG:
+      return "AVG";
+    case ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case ReduceOp::MIN:
+      return "MIN";
+    case ReduceOp::MAX:
+      return "MAX";
+    case ReduceOp::BAND:
+      return "BAND";
+    case ReduceOp::BOR:
+      return "BOR";
+    case ReduceOp::BXOR:
+      return "BXOR";
+    case ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    default:
+      return "UNUSED";
   }
 }
 
@@ -66,7 +82,8 @@ void check_cpu(const at::Tensor& t, const char* op) {
 }
 
 // A tensor jaccl can reduce with op.
-void check_reducible(const at::Tensor& t, const ReduceOp& op, const char* what) {
+void check_reducible(const at::Tensor& t, const ReduceOp& op,
+                     const char* what) {
   check_cpu(t, what);
   TORCH_CHECK(find_dtype(t) >= 0, "jaccl_torch: ", what, ": dtype ",
               t.scalar_type(),
@@ -81,8 +98,10 @@ void check_reducible(const at::Tensor& t, const ReduceOp& op, const char* what) 
     case ReduceOp::AVG:
       TORCH_CHECK(at::isFloatingType(t.scalar_type()) ||
                       at::isComplexType(t.scalar_type()),
-                  "jaccl_torch: ", what, ": ReduceOp.AVG needs a floating-point "
-                  "or complex tensor, got ", t.scalar_type());
+                  "jaccl_torch: ", what,
+                  ": ReduceOp.AVG needs a floating-point "
+                  "or complex tensor, got ",
+                  t.scalar_type());
       return;
     case ReduceOp::BAND:
     case ReduceOp::BOR:
@@ -122,7 +141,8 @@ void check_list(const std::vector<at::Tensor>& list, const at::Tensor& ref,
   TORCH_CHECK(static_cast<int>(list.size()) == size, "jaccl_torch: ", op, ": ",
               what, " has ", list.size(), " tensors, the group has ", size,
               " ranks");
-  for (const auto& t : list) check_like(t, ref, op, what);
+  for (const auto& t : list)
+    check_like(t, ref, op, what);
 }
 
 void check_root(int64_t root, int size, const char* op) {
@@ -143,12 +163,13 @@ size_t nbytes(const at::Tensor& t) {
 struct Dense {
   at::Tensor orig, t;
   explicit Dense(const at::Tensor& x, bool copy = false)
-      : orig(x), t(copy ? x.clone(at::MemoryFormat::Contiguous)
-                        : x.contiguous()) {}
+      : orig(x),
+        t(copy ? x.clone(at::MemoryFormat::Contiguous) : x.contiguous()) {}
   void* ptr() { return t.data_ptr(); }
   size_t bytes() const { return nbytes(t); }
   void write_back() {
-    if (!t.is_same(orig)) orig.copy_(t);
+    if (!t.is_same(orig))
+      orig.copy_(t);
   }
 };
 
@@ -235,7 +256,8 @@ ProcessGroupJaccl::~ProcessGroupJaccl() {
   cv_.notify_all();
   // Ops still queued run first: each is bounded by the op timeout, and after
   // a failure the jaccl group fails them at once.
-  if (worker_.joinable()) worker_.join();
+  if (worker_.joinable())
+    worker_.join();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::enqueue(
@@ -261,7 +283,8 @@ void ProcessGroupJaccl::worker_loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
+      if (queue_.empty())
+        return;
       task = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -307,10 +330,18 @@ void ProcessGroupJaccl::allreduce_dense(at::Tensor& t, const ReduceOp& op) {
   at::Tensor acc = all[0].clone();
   for (int r = 1; r < size_; ++r) {
     switch (op.op_) {
-      case ReduceOp::PRODUCT: acc.mul_(all[r]); break;
-      case ReduceOp::BAND: acc.bitwise_and_(all[r]); break;
-      case ReduceOp::BOR: acc.bitwise_or_(all[r]); break;
-      default: acc.bitwise_xor_(all[r]); break;
+      case ReduceOp::PRODUCT:
+        acc.mul_(all[r]);
+        break;
+      case ReduceOp::BAND:
+        acc.bitwise_and_(all[r]);
+        break;
+      case ReduceOp::BOR:
+        acc.bitwise_or_(all[r]);
+        break;
+      default:
+        acc.bitwise_xor_(all[r]);
+        break;
     }
   }
   t.view({-1}).copy_(acc);
@@ -340,7 +371,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce(
                  [this, t, root, op = opts.reduceOp] {
                    Dense d(t, /*copy=*/rank_ != root);
                    allreduce_dense(d.t, op);
-                   if (rank_ == root) d.write_back();
+                   if (rank_ == root)
+                     d.write_back();
                  });
 }
 
@@ -353,7 +385,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::broadcast(
   return enqueue(c10d::OpType::BROADCAST, "broadcast", {t}, [this, t, root] {
     Dense d(t);
     group_->broadcast(d.ptr(), d.bytes(), root);
-    if (rank_ != root) d.write_back();
+    if (rank_ != root)
+      d.write_back();
   });
 }
 
@@ -367,17 +400,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allgather(
               outputs.size());
   const std::vector<at::Tensor> outs = outputs[0];
   check_list(outs, in, size_, "all_gather", "the output list");
-  return enqueue(c10d::OpType::ALLGATHER, "all_gather", outs,
-                 [this, in, outs] {
-                   Dense d(in);
-                   // The list's tensors are separate buffers: gather into
-                   // one, then copy each part out.
-                   at::Tensor all = at::empty({size_, in.numel()}, in.options());
-                   group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
-                   for (int r = 0; r < size_; ++r) {
-                     outs[r].copy_(all[r].view(outs[r].sizes()));
-                   }
-                 });
+  return enqueue(c10d::OpType::ALLGATHER, "all_gather", outs, [this, in, outs] {
+    Dense d(in);
+    // The list's tensors are separate buffers: gather into
+    // one, then copy each part out.
+    at::Tensor all = at::empty({size_, in.numel()}, in.options());
+    group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
+    for (int r = 0; r < size_; ++r) {
+      outs[r].copy_(all[r].view(outs[r].sizes()));
+    }
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_allgather_base(
@@ -419,16 +451,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::gather(
                 "jaccl_torch: gather: only the root passes a gather list");
   }
   // An all-gather (jaccl has no gather); the root copies the parts out.
-  return enqueue(c10d::OpType::GATHER, "gather", outs,
-                 [this, in, outs, root] {
-                   Dense d(in);
-                   at::Tensor all = at::empty({size_, in.numel()}, in.options());
-                   group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
-                   if (rank_ != root) return;
-                   for (int r = 0; r < size_; ++r) {
-                     outs[r].copy_(all[r].view(outs[r].sizes()));
-                   }
-                 });
+  return enqueue(c10d::OpType::GATHER, "gather", outs, [this, in, outs, root] {
+    Dense d(in);
+    at::Tensor all = at::empty({size_, in.numel()}, in.options());
+    group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
+    if (rank_ != root)
+      return;
+    for (int r = 0; r < size_; ++r) {
+      outs[r].copy_(all[r].view(outs[r].sizes()));
+    }
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::scatter(
@@ -481,16 +513,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce_scatter(
               inputs.size());
   const std::vector<at::Tensor> ins = inputs[0];
   check_list(ins, out, size_, "reduce_scatter", "the input list");
-  return enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out},
-                 [this, out, ins, op = opts.reduceOp] {
-                   // jaccl reduces one buffer: the list is copied into it.
-                   at::Tensor flat =
-                       at::empty({size_, out.numel()}, out.options());
-                   for (int r = 0; r < size_; ++r) {
-                     flat[r].copy_(ins[r].reshape({-1}));
-                   }
-                   reduce_scatter_flat(flat, out, op);
-                 });
+  return enqueue(
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out},
+      [this, out, ins, op = opts.reduceOp] {
+        // jaccl reduces one buffer: the list is copied into it.
+        at::Tensor flat = at::empty({size_, out.numel()}, out.options());
+        for (int r = 0; r < size_; ++r) {
+          flat[r].copy_(ins[r].reshape({-1}));
+        }
+        reduce_scatter_flat(flat, out, op);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_reduce_scatter_base(
@@ -504,16 +536,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_reduce_scatter_base(
   TORCH_CHECK(input.numel() == output.numel() * size_,
               "jaccl_torch: reduce_scatter_tensor: input has ", input.numel(),
               " elements, expected ", size_, " x ", output.numel());
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
-                 {output}, [this, in = input, out = output,
-                            op = opts.reduceOp] {
-                   // The fallback reductions work in place: they get a copy,
-                   // as does an input that shares memory with the output.
-                   const bool sum = op.op_ == ReduceOp::SUM ||
-                                    op.op_ == ReduceOp::AVG;
-                   Dense din(in, /*copy=*/!sum || in.is_alias_of(out));
-                   reduce_scatter_flat(din.t.view({size_, -1}), out, op);
-                 });
+  return enqueue(
+      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output},
+      [this, in = input, out = output, op = opts.reduceOp] {
+        // The fallback reductions work in place: they get a copy,
+        // as does an input that shares memory with the output.
+        const bool sum = op.op_ == ReduceOp::SUM || op.op_ == ReduceOp::AVG;
+        Dense din(in, /*copy=*/!sum || in.is_alias_of(out));
+        reduce_scatter_flat(din.t.view({size_, -1}), out, op);
+      });
 }
 
 void ProcessGroupJaccl::reduce_scatter_flat(at::Tensor flat,
@@ -522,7 +553,8 @@ void ProcessGroupJaccl::reduce_scatter_flat(at::Tensor flat,
   if (op.op_ == ReduceOp::SUM || op.op_ == ReduceOp::AVG) {
     Dense d(out);
     group_->sum_scatter(flat.data_ptr(), d.ptr(), d.bytes(), find_dtype(out));
-    if (op.op_ == ReduceOp::AVG) d.t.div_(size_);
+    if (op.op_ == ReduceOp::AVG)
+      d.t.div_(size_);
     d.write_back();
     return;
   }
@@ -587,7 +619,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall(
                                   dout[r].bytes()};
                    }
                    all_to_all(*group_, blocks);
-                   for (auto& d : dout) d.write_back();
+                   for (auto& d : dout)
+                     d.write_back();
                  });
 }
 
@@ -598,9 +631,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::send(
   TORCH_CHECK(tag == 0, "jaccl_torch: send: tag ", tag,
               " is not supported: jaccl matches messages between two ranks "
               "by their order (use tag 0)");
-  TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_, "jaccl_torch: send: ",
-              "destination rank ", dst, " is not another rank of this group (",
-              "size ", size_, ", this rank ", rank_, ")");
+  TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_,
+              "jaccl_torch: send: ", "destination rank ", dst,
+              " is not another rank of this group (", "size ", size_,
+              ", this rank ", rank_, ")");
   return enqueue(c10d::OpType::SEND, "send", {t}, [this, t, dst] {
     Dense d(t);
     group_->send(d.ptr(), d.bytes(), dst);
@@ -614,9 +648,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::recv(
   TORCH_CHECK(tag == 0, "jaccl_torch: recv: tag ", tag,
               " is not supported: jaccl matches messages between two ranks "
               "by their order (use tag 0)");
-  TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "jaccl_torch: recv: ",
-              "source rank ", src, " is not another rank of this group (",
-              "size ", size_, ", this rank ", rank_, ")");
+  TORCH_CHECK(src >= 0 && src < size_ && src != rank_,
+              "jaccl_torch: recv: ", "source rank ", src,
+              " is not another rank of this group (", "size ", size_,
+              ", this rank ", rank_, ")");
   return enqueue(c10d::OpType::RECV, "recv", {t}, [this, t, src] {
     Dense d(t);
     group_->recv(d.ptr(), d.bytes(), src);

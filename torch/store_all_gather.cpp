@@ -45,15 +45,18 @@ struct StoreChannel {
     auto pause = std::chrono::microseconds(200);
     std::vector<int> missing;
     for (int r = 0; r < size; ++r) {
-      if (r != rank) missing.push_back(r);
+      if (r != rank)
+        missing.push_back(r);
     }
     while (!missing.empty()) {
       std::vector<int> still;
       for (int r : missing) {
-        if (!store->check({key(call, r)})) still.push_back(r);
+        if (!store->check({key(call, r)}))
+          still.push_back(r);
       }
       missing.swap(still);
-      if (missing.empty()) break;
+      if (missing.empty())
+        break;
       if (std::chrono::steady_clock::now() >= deadline) {
         std::string names;
         for (size_t i = 0; i < missing.size(); ++i) {
@@ -63,8 +66,8 @@ struct StoreChannel {
             prefix() + ": timed out after " + seconds(bound) +
             " waiting in torch's store for " +
             (missing.size() == 1 ? "rank " : "ranks ") + names +
-            " (side-channel call " + std::to_string(call) + ", key '" +
-            ns + std::to_string(call) + "/<rank>')");
+            " (side-channel call " + std::to_string(call) + ", key '" + ns +
+            std::to_string(call) + "/<rank>')");
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(20000));
@@ -78,7 +81,8 @@ struct StoreChannel {
       if (v.size() != n) {
         throw jaccl::ProtocolError(
             prefix() + ": rank " + std::to_string(r) + " put " +
-            std::to_string(v.size()) + " bytes in torch's store for side-channel call " +
+            std::to_string(v.size()) +
+            " bytes in torch's store for side-channel call " +
             std::to_string(call) + ", this rank " + std::to_string(n));
       }
       std::memcpy(dst + r * n, v.data(), n);

@@ -11,6 +11,7 @@ Rank and size come from RANK / WORLD_SIZE (env://, as torchrun sets them),
 and no JACCL_* variable is needed. Prints "OK <mode>" at the end; any failed
 check raises, so the process exits non-zero with a traceback.
 """
+import gc
 import os
 import sys
 import time
@@ -487,6 +488,10 @@ def main():
     assert dist.get_backend() == "jaccl"
     GLOO = dist.new_group(backend="gloo")
     {"ops": mode_ops, "ddp": mode_ddp, "train": mode_train}[MODE]()
+    # DDP modules sit in reference cycles and hold their process groups; a
+    # gloo group first destroyed at interpreter exit can abort the process
+    # ("terminate called without an active exception", pytorch#190489).
+    gc.collect()
     dist.destroy_process_group()
     log("OK", MODE)
 
