@@ -1,5 +1,6 @@
 """torch.distributed on the "jaccl" backend, against gloo in the same job."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,7 +47,10 @@ def test_torchrun(tmp_path):
     # to_map ('NoneType' object has no attribute 'get': Std.from_str("0")
     # returns None under 3.11's enum) unless --redirects and --tee are given.
     env = rank_env({"JT_STEPS": "3"})
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+    launcher = shutil.which("torchrun")
+    launcher = [launcher] if launcher else [sys.executable, "-m",
+                                            "torch.distributed.run"]
+    cmd = launcher + ["--nproc_per_node",
            "4", "--redirects", "1", "--tee", "1", "--log_dir",
            str(tmp_path / "logs"), "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), RANK_MAIN, "ddp"]
