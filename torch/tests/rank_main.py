@@ -5,7 +5,8 @@ test_backend.py, by torchrun, or by bench/sections/torch.py).
                             two groups at once, async ops, errors
     rank_main.py ddp        a few DDP steps with jaccl and with gloo
     rank_main.py train      DDP training until a peer dies (fault test)
-    rank_main.py join       init only (the missing-rank test)
+    rank_main.py join       init from JT_INIT and one all_reduce (init
+                            methods; the missing-rank test)
 
 Rank and size come from RANK / WORLD_SIZE (env://, as torchrun sets them),
 and no JACCL_* variable is needed. Prints "OK <mode>" at the end; any failed
@@ -481,6 +482,10 @@ def main():
         except RuntimeError as e:
             log("FAILED:", str(e).replace("\n", " "))
             sys.exit(3)
+        x = torch.ones(3)
+        dist.all_reduce(x)
+        assert torch.equal(x, torch.full((3,), float(dist.get_world_size())))
+        dist.destroy_process_group()
         log("joined")
         return
     dist.init_process_group("jaccl", timeout=TIMEOUT)

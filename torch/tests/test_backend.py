@@ -104,3 +104,15 @@ def test_missing_rank_is_named(ranks, tmp_path):
         failed = [l for l in job.out[r].splitlines() if "FAILED:" in l]
         assert failed, job.report()
         assert "timed out" in failed[0] and "rank 2" in failed[0], job.report()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("method", ["tcp", "file"])
+def test_init_methods(ranks, tmp_path, method):
+    init = (f"tcp://127.0.0.1:{free_port()}" if method == "tcp"
+            else "file://" + str(tmp_path / "store"))
+    job = ranks(2, "join", {"JT_INIT": init})
+    codes = job.wait(120)
+    assert codes == {0: 0, 1: 0}, job.report()
+    for r in (0, 1):
+        assert "joined" in job.out[r], job.report()
