@@ -1,5 +1,5 @@
 """One rank of a torch.distributed job on the "jaccl" backend (started by
-test_backend.py, by torchrun, or by bench/sections/torch.py).
+test_backend.py or by torchrun; the benchmark has torch/bench_rank.py).
 
     rank_main.py ops        every op x every dtype against gloo, subgroups,
                             two groups at once, async ops, errors
