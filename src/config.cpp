@@ -483,11 +483,11 @@ Config Config::from_env() {
   // its PMIx server is the side channel.
   if (!get(EnvVar::SideChannel) && !get(EnvVar::Coordinator) &&
       get(EnvVar::PmixNamespace) && detail::pmix_channel_built()) {
-    JACCL_LOG(Info,
-              "no coordinator or side channel named and PMIx launched "
-              "this process (PMIX_NAMESPACE="
-                  << get(EnvVar::PmixNamespace)
-                  << "): using side channel pmix://");
+    JACCL_LOG(Info, "rank " << cfg.rank_
+                            << ": no coordinator or side channel named and "
+                               "PMIx launched this process (PMIX_NAMESPACE="
+                            << get(EnvVar::PmixNamespace)
+                            << "): using side channel pmix://");
     cfg.set_side_channel("pmix://");
   }
   if (get(EnvVar::Job))

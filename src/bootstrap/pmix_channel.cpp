@@ -261,10 +261,13 @@ class PmixAllGather {
                " ranks joined it (PMIx does not say which are missing)");
     }
     if (pending->status == PMIX_ERR_TIMEOUT) {
-      fail(ErrorKind::Timeout, "the PMIx server timed out the fence of call " +
-                                   std::to_string(call) + " after " +
-                                   seconds_text(timeout_) + ": " +
-                                   status_text(pending->status));
+      fail(ErrorKind::Timeout,
+           "timed out after " + seconds_text(timeout_) +
+               " in the fence of call " + std::to_string(call) +
+               ": the PMIx server gave up waiting for the " +
+               std::to_string(size_) +
+               " ranks (PMIx does not say which are missing): " +
+               status_text(pending->status));
     }
     if (pending->status != PMIX_SUCCESS) {
       fail(ErrorKind::Io, "the fence of call " + std::to_string(call) +
