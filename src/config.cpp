@@ -304,13 +304,20 @@ bool Config::is_valid_ring() const {
 
 namespace {
 
-// Under srun without a PMIx environment: what to do about it.
-std::string srun_hint() {
+// Under srun or a PMIx launcher: what to do about a missing side channel.
+std::string launcher_hint() {
+  const bool built = detail::pmix_channel_built();
+  if (detail::env_get(EnvVar::PmixNamespace) && !built) {
+    return "; a PMIx launcher started this process but this build has no "
+           "pmix:// side channel: install libpmix-dev and reconfigure, or set "
+           "JACCL_SIDE_CHANNEL (file:///shared/dir, redis://host, mpi://) or "
+           "JACCL_COORDINATOR";
+  }
   if (!detail::env_get(EnvVar::SlurmRank) ||
       detail::env_get(EnvVar::PmixNamespace)) {
     return "";
   }
-  if (detail::pmix_channel_built()) {
+  if (built) {
     return "; under srun, run `srun --mpi=pmix` (jaccl then uses the "
            "pmix:// side channel by itself) or set JACCL_SIDE_CHANNEL "
            "(file:///shared/dir, redis://host) or JACCL_COORDINATOR";
@@ -361,7 +368,7 @@ std::string Config::invalid_reason() const {
         "URI (JACCL_SIDE_CHANNEL or Config::set_side_channel), an all-gather "
         "function (Config::set_all_gather) or an all-gather factory "
         "(Config::set_all_gather_factory or init(strict, factory))" +
-        srun_hint());
+        launcher_hint());
   } else if (!coordinator_.empty() && side_channel_.empty() &&
              !all_gather_fn_ && !all_gather_factory_ &&
              !mentions("='" + coordinator_ + "' is not host:port")) {

@@ -47,6 +47,13 @@ wait_pid_file() {
   return 1
 }
 
+# A live process, not a zombie waiting for init to reap it.
+running() {
+  [ -r "/proc/$1/stat" ] || return 1
+  local st; st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
 # TERM to every daemon whose pid file is given, at once; KILL what is left
 # after 5 s.
 stop_pid_files() {
@@ -60,7 +67,7 @@ stop_pid_files() {
   for _ in $(seq 1 50); do
     local alive=0 p
     for p in "${pids[@]}"; do
-      kill -0 "$p" 2>/dev/null && alive=1
+      running "$p" && alive=1
     done
     [ $alive = 0 ] && return 0
     sleep 0.1
