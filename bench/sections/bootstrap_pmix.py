@@ -164,6 +164,25 @@ def render(res):
             f"| {s(r['mpirun_pmix_jaccl'])} "
             f"| {ratio(r['mpirun_pmix_jaccl'], r['mpirun_true'])} "
             f"| {ms(r['mpirun_init_ms'])} |")
+    out += [
+        "",
+        "Reading: the ratio to `srun true` is the target's; it splits into "
+        "Slurm's own PMIx set-up of a step (`srun --mpi=pmix true` against "
+        "`srun true`), starting and loading a real program instead of "
+        "`true` (\"program, no init\"), and `jaccl::init` (PMIx_Init, a few "
+        "put/commit/fence/get rounds, the shared-memory segment), which on "
+        "a machine with fewer cores than ranks waits for the slowest rank "
+        "to be scheduled. Figures taken on a loaded machine (see the load "
+        "above) are upper bounds.",
+    ]
+    if any(x.startswith("mpirun_true") for x in res["notes"]):
+        out += [
+            "",
+            "`mpirun -n N true` never returns here for N >= 32 (Open MPI "
+            "4.1.4: ranks that exit at once without touching PMIx; `sh -c "
+            "'sleep 0.2'` returns), so that column stops where it hung; "
+            "mpirun + `pmix://` is unaffected.",
+        ]
     if res["notes"]:
         out += ["", "Notes:"] + [f"- {x}" for x in res["notes"]]
     return out

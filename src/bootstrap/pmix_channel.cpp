@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -20,8 +21,7 @@
 namespace jaccl::detail {
 
 bool pmix_launcher_present() {
-  const char* ns = std::getenv("PMIX_NAMESPACE");
-  return ns != nullptr && *ns != '\0';
+  return env_get(EnvVar::PmixNamespace) != nullptr;
 }
 
 #if JACCL_HAVE_PMIX
@@ -165,7 +165,7 @@ std::atomic<uint64_t> g_channels{0};
 
 class PmixAllGather {
  public:
-  PmixAllGather(Millis timeout)
+  explicit PmixAllGather(Millis timeout)
       : channel_(g_channels.fetch_add(1)),
         rank_(static_cast<int>(g_pmix.me.rank)),
         size_(static_cast<int>(g_pmix.size)),
