@@ -6,7 +6,9 @@
 //   sc_pmix               the conformance checks (side_channel_conformance.h)
 //                         through make_side_channel_from_uri("pmix://"), and
 //                         a given rank that disagrees with PMIx is a
-//                         ConfigError. Prints "sc_pmix rank R of N ok".
+//                         ConfigError, and Config::set_side_channel("pmix://")
+//                         alone fills in rank and size. Prints "sc_pmix rank
+//                         R of N ok".
 //   sc_pmix stall DIR     the last rank never joins the first call; the
 //                         others (1 s timeout) must get a TimeoutError that
 //                         names pmix://, and a second call must fail at once.
@@ -26,6 +28,7 @@
 #include "../support/side_channel_conformance.h"
 #include "bootstrap/pmix_channel.h"
 #include "bootstrap/uri.h"
+#include "jaccl/jaccl.h"
 
 namespace {
 
@@ -121,6 +124,14 @@ int main(int argc, char** argv) {
                     e.what());
         return 1;
       }
+    }
+    // Config::set_side_channel("pmix://") alone gives rank and size.
+    Config cfg;
+    cfg.set_side_channel("pmix://");
+    if (cfg.get_rank() != rank || cfg.get_size() != size) {
+      std::printf("sc_pmix rank %d: set_side_channel gave rank %d of %d\n",
+                  rank, cfg.get_rank(), cfg.get_size());
+      return 1;
     }
     std::printf("sc_pmix rank %d of %d ok\n", rank, size);
     std::fflush(stdout);
