@@ -24,9 +24,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
-# dpkg-shlibdeps must find libjaccl.so.0 (in the package, not yet installed)
-# when it scans jaccl-run, jaccl-bench and the module.
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
+# dpkg-shlibdeps finds libjaccl.so.0 inside the package through the tools'
+# $ORIGIN run paths; GENERATE_SHLIBS also registers it for ldconfig.
 if(JACCL_PYTHON_MODULE_VERSION)
   string(REPLACE "." ";" _jaccl_py_v "${JACCL_PYTHON_MODULE_VERSION}")
   list(GET _jaccl_py_v 0 _jaccl_py_major)
