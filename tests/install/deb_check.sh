@@ -59,6 +59,7 @@ cd /
 # What a user's shell has: no LD_LIBRARY_PATH, no PYTHONPATH, no build tree.
 clean=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8)
 lib=$(ldd /usr/bin/jaccl-bench | awk '$1 == "libjaccl.so.0" { print $3 }')
+lib=$(readlink -f "$lib")
 case "$lib" in
 /usr/lib/*) ;;
 *) echo "jaccl-bench loads libjaccl.so.0 from '$lib', not the package" >&2; exit 1 ;;
