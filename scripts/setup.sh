@@ -8,6 +8,7 @@ pkgs=(
   nlohmann-json3-dev libcli11-dev libssl-dev
   libhiredis-dev redis-server
   libopenmpi-dev openmpi-bin
+  libpmix-dev slurm-wlm munge
   pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq
   libzmq3-dev cppzmq-dev
   libgloo-dev iperf3 gnuplot-nox
