@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  dpkg-dev file
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libssl-dev
   libhiredis-dev redis-server
