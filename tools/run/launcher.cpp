@@ -135,8 +135,15 @@ void Launcher::on_exit(int rank) {
     }
     return;
   }
-  const std::string how = name + " " + describe_status(r.status) +
-                          (r.remote ? " on " + r.host : "");
+  std::string how = name + " " + describe_status(r.status);
+  if (r.remote) {
+    // The remote shell exits 128+N when the rank died of signal N.
+    const int code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 0;
+    if (code > 128 && code < 128 + NSIG) {
+      how += " (128+" + signal_name(code - 128) + ")";
+    }
+    how += " on " + r.host;
+  }
   if (failed(r.status) && !stopping_) {
     fail(rank, r.status, how);
   } else if (opt_.verbose) {

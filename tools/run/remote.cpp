@@ -96,7 +96,10 @@ std::string remote_command(const RemoteRank& r) {
   }
   s += "echo " + std::string(kStartMarker) + "$$; ";
   s += "exec 3<&0 </dev/null; ";
-  s += "setsid \"$@\" 3<&- & p=$!; ";
+  // An asynchronous list ignores SIGINT and SIGQUIT; the rank must not.
+  s += "d=; env --default-signal=INT true 2>/dev/null && "
+       "d='env --default-signal=INT,QUIT'; ";
+  s += "$d setsid \"$@\" 3<&- & p=$!; ";
   s += "{ while IFS= read -r c; do case $c in INT|TERM|HUP|KILL) "
        "kill -s \"$c\" -- \"-$p\";; esac; done; "
        "kill -s TERM -- \"-$p\"; i=0; "
@@ -105,7 +108,7 @@ std::string remote_command(const RemoteRank& r) {
        " ] && kill -0 -- \"-$p\"; do sleep 0.1; i=$((i+1)); done; "
        "kill -s KILL -- \"-$p\"; } <&3 >/dev/null 2>&1 & w=$!; ";
   s += "exec 3<&-; ";
-  s += "wait \"$p\"; s=$?; ";
+  s += "wait \"$p\" 2>/dev/null; s=$?; ";
   s += "kill \"$w\" 2>/dev/null; kill -s KILL -- \"-$p\" 2>/dev/null; ";
   s += "[ -z \"$f\" ] || rm -f \"$f\"; ";
   s += "exit $s";

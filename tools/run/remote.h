@@ -9,7 +9,8 @@
 //     JACCL_IBV_DEVICES;
 //  3. prints the start line (kStartMarker and its pid) on stdout, then
 //     starts the program with setsid (a session and process group of its
-//     own, stdin /dev/null);
+//     own, stdin /dev/null), SIGINT and SIGQUIT back to their defaults
+//     (`env --default-signal`, coreutils 8.31+, where there is one);
 //  4. in the background reads the rest of stdin: a line INT, TERM, HUP or
 //     KILL sends that signal to the program's process group; end of file
 //     (jaccl-run closed it, died, or the connection dropped) sends SIGTERM
