@@ -90,7 +90,8 @@ std::map<int, pid_t> ssh_pids(const std::string& output) {
     std::string pid = line.substr(at + 10);
     pid = pid.substr(0, pid.find(')'));
     size_t sp = line.find(' ', head.size());
-    if (all_digits(pid) && all_digits(line.substr(head.size(), sp - head.size()))) {
+    if (all_digits(pid) &&
+        all_digits(line.substr(head.size(), sp - head.size()))) {
       pids[std::stoi(line.substr(head.size(), sp - head.size()))] =
           static_cast<pid_t>(std::stol(pid));
     }

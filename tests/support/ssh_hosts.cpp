@@ -44,8 +44,7 @@ SshHosts::SshHosts(int count) {
     skip_ = "needs root (network namespaces, sshd)";
     return;
   }
-  if (::access(kSshd, X_OK) != 0 || !on_path("ssh") ||
-      !on_path("ssh-keygen")) {
+  if (::access(kSshd, X_OK) != 0 || !on_path("ssh") || !on_path("ssh-keygen")) {
     skip_ = "needs openssh-server and openssh-client (scripts/setup.sh)";
     return;
   }
@@ -119,19 +118,19 @@ std::string SshHosts::setup(int count) {
                            "LogLevel ERROR\n";
     // Its own IPC namespace, so its sessions share memory only with each
     // other; -D keeps it our child, -e logs to its stderr.
-    sshd_.push_back(std::make_unique<Job>(Job::start(
-        "ip",
-        {"netns", "exec", ns, "unshare", "--ipc", kSshd, "-D", "-e", "-f",
-         conf},
-        1, nullptr)));
+    sshd_.push_back(std::make_unique<Job>(
+        Job::start("ip",
+                   {"netns", "exec", ns, "unshare", "--ipc", kSshd, "-D", "-e",
+                    "-f", conf},
+                   1, nullptr)));
   }
   write_ssh_config();
   // Up when an ssh to it runs a command (sshd needs a moment to listen).
   for (int h = 0; h < count; ++h) {
     ProcResult last;
     for (int attempt = 0; attempt < 50; ++attempt) {
-      std::vector<std::string> args = {"-F", d + "/ssh_config", "-o",
-                                       "BatchMode=yes", ips_[h], "true"};
+      std::vector<std::string> args = {
+          "-F", d + "/ssh_config", "-o", "BatchMode=yes", ips_[h], "true"};
       last = run("ssh", args, {}, 20s);
       if (last.exited_ok()) {
         break;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -309,6 +310,43 @@ TEST(Launcher, PartialLastLineIsFlushed) {
   EXPECT_NE(r.output.find("[0] tail\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[1] tail\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[1] whole\n"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, StalledStdoutDoesNotStallSupervision) {
+  // jaccl-run's stdout is a pipe nobody reads until `go` exists (its
+  // stderr is ours). Rank 0 writes far more than a pipe holds, then lets
+  // rank 1 fail; jaccl-run must keep reading, see the failure and stop
+  // rank 0 while its own stdout is still stalled.
+  const std::string base =
+      ::testing::TempDir() + "jaccl-stall-" + std::to_string(::getpid());
+  const std::string wrote = base + "-wrote", go = base + "-go";
+  std::remove(wrote.c_str());
+  std::remove(go.c_str());
+  auto args = cmd(2, {"-v"},
+                  {"if-rank", "0", "lines", "20000", "100", "if-rank", "0",
+                   "touch", wrote, "if-rank", "1", "await", wrote, "if-rank",
+                   "1", "exit", "7", "sleep", "600000"});
+  std::vector<std::string> sh_args{
+      "-c",
+      "\"$0\" \"$@\" | { while [ ! -e '" + go +
+          "' ]; do sleep 0.05; done; cat >/dev/null; }",
+      launcher()};
+  sh_args.insert(sh_args.end(), args.begin(), args.end());
+  Job job = Job::start("/bin/sh", sh_args, 1, nullptr);
+  const bool stopped = job.wait_for_output(
+      0, "rank 1 exited with code 7; stopping 1 rank(s)", kDeadline);
+  const std::string out = job.output(0);
+  auto pids = launcher_pids(out);
+  const bool rank0_gone = pids.size() == 2 && all_gone({pids[0]});
+  std::ofstream(go).put('\n');
+  ProcResult r = job.wait_one(0, kDeadline);
+  std::remove(wrote.c_str());
+  std::remove(go.c_str());
+  EXPECT_TRUE(stopped) << out;
+  EXPECT_EQ(pids.size(), 2u) << out;
+  EXPECT_TRUE(rank0_gone) << "rank 0 still runs while stdout is stalled";
+  EXPECT_NE(r.output.find("rank 0 was killed by signal 15"), std::string::npos)
+      << r.output;
 }
 
 TEST(Launcher, NoPrefix) {

@@ -31,10 +31,10 @@ namespace fs = std::filesystem;
 constexpr auto kJobDeadline = 240s;  // never reached unless broken
 constexpr auto kQuiet = 30s;
 
-#define REQUIRE_SSH_HOSTS(h)                  \
-  if (!(h).skip_reason().empty()) {           \
-    GTEST_SKIP() << (h).skip_reason();        \
-  }                                           \
+#define REQUIRE_SSH_HOSTS(h)           \
+  if (!(h).skip_reason().empty()) {    \
+    GTEST_SKIP() << (h).skip_reason(); \
+  }                                    \
   ASSERT_EQ((h).error(), "") << "setting up the hosts failed"
 
 std::string launcher() {
@@ -69,8 +69,7 @@ void expect_conformance(const ProcResult& r, int n) {
 Job start_job(const std::vector<std::string>& args, int n) {
   Job job = Job::start(launcher(), args, 1, nullptr);
   for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(
-        job.wait_for_output(0, "[" + std::to_string(r) + "] pid=", 60s))
+    EXPECT_TRUE(job.wait_for_output(0, "[" + std::to_string(r) + "] pid=", 60s))
         << job.output(0);
   }
   return job;
@@ -117,11 +116,10 @@ TEST(SshLauncher, JsonHostfileRunsConformanceOnTwoHosts) {
                          "[\"CONF_MATRIX=reduced\", \"CONF_DIR="
                       << dir.path() << "\"],\n \"hosts\": [\n"
                       << entries << "]}\n";
-  ProcResult r =
-      run(launcher(),
-          {"--hostfile", file, "--ssh", hosts.ssh_command(), "--timeout",
-           "200", "--", worker_path("conformance")},
-          {}, kJobDeadline);
+  ProcResult r = run(launcher(),
+                     {"--hostfile", file, "--ssh", hosts.ssh_command(),
+                      "--timeout", "200", "--", worker_path("conformance")},
+                     {}, kJobDeadline);
   expect_conformance(r, n);
   EXPECT_TRUE(hosts.all_quiet(kQuiet)) << hosts.describe_leftovers();
 }
@@ -136,10 +134,9 @@ TEST(SshLauncher, TextHostfileRunsConformanceOnThreeHosts) {
                       << hosts.ip(1) << " slots=2  # second\n\n"
                       << hosts.ip(2) << " slots=2\n";
   ProcResult r = run(launcher(),
-                     {"--hostfile", file, "--ssh", hosts.ssh_command(),
-                      "--env", "CONF_MATRIX=reduced", "--env",
-                      "CONF_DIR=" + dir.path(), "--timeout", "200", "--",
-                      worker_path("conformance")},
+                     {"--hostfile", file, "--ssh", hosts.ssh_command(), "--env",
+                      "CONF_MATRIX=reduced", "--env", "CONF_DIR=" + dir.path(),
+                      "--timeout", "200", "--", worker_path("conformance")},
                      {}, kJobDeadline);
   expect_conformance(r, 6);
   EXPECT_TRUE(hosts.all_quiet(kQuiet)) << hosts.describe_leftovers();
@@ -166,10 +163,10 @@ TEST(SshLauncher, FailingRankOnSecondHostStopsTheFirst) {
       << r.output;
   // The ranks on the first host were stopped (SIGTERM reached them there).
   for (int rank : {0, 1}) {
-    EXPECT_NE(r.output.find("rank " + std::to_string(rank) +
-                            " exited with code 143 (128+SIGTERM) on " +
-                            hosts.ip(0)),
-              std::string::npos)
+    EXPECT_NE(
+        r.output.find("rank " + std::to_string(rank) +
+                      " exited with code 143 (128+SIGTERM) on " + hosts.ip(0)),
+        std::string::npos)
         << r.output;
   }
   EXPECT_TRUE(gone({pids[0], pids[1], pids[2], pids[3]}));
@@ -181,10 +178,10 @@ TEST(SshLauncher, SigintAndSigtermReachEveryRemoteRank) {
   REQUIRE_SSH_HOSTS(hosts);
   for (int sig : {SIGINT, SIGTERM}) {
     SCOPED_TRACE(sigabbrev_np(sig));
-    Job job = start_job({"--hosts", hosts.ip(0) + "," + hosts.ip(1) + ":2",
-                         "--ssh", hosts.ssh_command(), "-v", "--", probe(),
-                         "pid", "sleep", "600000"},
-                        3);
+    Job job = start_job(
+        {"--hosts", hosts.ip(0) + "," + hosts.ip(1) + ":2", "--ssh",
+         hosts.ssh_command(), "-v", "--", probe(), "pid", "sleep", "600000"},
+        3);
     auto pids = rank_pids(job.output(0));
     ASSERT_EQ(pids.size(), 3u) << job.output(0);
     job.kill(0, sig);
@@ -193,9 +190,8 @@ TEST(SshLauncher, SigintAndSigtermReachEveryRemoteRank) {
     for (int rank = 0; rank < 3; ++rank) {
       // Each died of the signal itself, not of the grace period's SIGKILL.
       EXPECT_NE(r.output.find("rank " + std::to_string(rank) +
-                              " exited with code " +
-                              std::to_string(128 + sig) + " (128+SIG" +
-                              sigabbrev_np(sig)),
+                              " exited with code " + std::to_string(128 + sig) +
+                              " (128+SIG" + sigabbrev_np(sig)),
                 std::string::npos)
           << r.output;
     }
@@ -207,11 +203,11 @@ TEST(SshLauncher, SigintAndSigtermReachEveryRemoteRank) {
 TEST(SshLauncher, SigkilledLauncherLeavesNothingOnAnyHost) {
   SshHosts hosts(3);
   REQUIRE_SSH_HOSTS(hosts);
-  Job job = start_job({"--hosts",
-                       hosts.ip(0) + "," + hosts.ip(1) + "," + hosts.ip(2),
-                       "--ssh", hosts.ssh_command(), "--", probe(), "ignore",
-                       "15", "pid", "sleep", "600000"},
-                      3);
+  Job job =
+      start_job({"--hosts", hosts.ip(0) + "," + hosts.ip(1) + "," + hosts.ip(2),
+                 "--ssh", hosts.ssh_command(), "--", probe(), "ignore", "15",
+                 "pid", "sleep", "600000"},
+                3);
   auto pids = rank_pids(job.output(0));
   ASSERT_EQ(pids.size(), 3u) << job.output(0);
   for (int h = 0; h < 3; ++h) {
@@ -229,10 +225,10 @@ TEST(SshLauncher, SigkilledLauncherLeavesNothingOnAnyHost) {
 TEST(SshLauncher, DroppedConnectionKillsItsRankAndStopsTheJob) {
   SshHosts hosts(2);
   REQUIRE_SSH_HOSTS(hosts);
-  Job job = start_job({"-v", "--hosts", hosts.ip(0) + ":2," + hosts.ip(1),
-                       "--ssh", hosts.ssh_command(), "--", probe(), "pid",
-                       "sleep", "600000"},
-                      3);
+  Job job =
+      start_job({"-v", "--hosts", hosts.ip(0) + ":2," + hosts.ip(1), "--ssh",
+                 hosts.ssh_command(), "--", probe(), "pid", "sleep", "600000"},
+                3);
   ASSERT_TRUE(job.wait_for_output(0, "rank 2 started on", 30s));
   auto pids = rank_pids_by_rank(job.output(0));
   auto ssh = ssh_pids(job.output(0));
@@ -280,12 +276,11 @@ TEST(SshLauncher, SilentHostHitsTheConnectDeadline) {
   ASSERT_EQ(::listen(fd, 16), 0);
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   hosts.add_alias(hosts.bridge_ip(), ntohs(addr.sin_port));
-  ProcResult r =
-      run(launcher(),
-          {"--hosts", hosts.ip(0) + "," + hosts.bridge_ip(), "--ssh",
-           hosts.ssh_command(), "--connect-timeout", "2", "--", probe(),
-           "sleep", "600000"},
-          {}, kJobDeadline);
+  ProcResult r = run(launcher(),
+                     {"--hosts", hosts.ip(0) + "," + hosts.bridge_ip(), "--ssh",
+                      hosts.ssh_command(), "--connect-timeout", "2", "--",
+                      probe(), "sleep", "600000"},
+                     {}, kJobDeadline);
   ::close(fd);
   EXPECT_EQ(r.exit_code, 255) << r.describe() << "\n" << r.output;
   EXPECT_NE(r.output.find("rank 1: host " + hosts.bridge_ip() +

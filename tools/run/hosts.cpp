@@ -43,6 +43,14 @@ void check_name(const std::string& ssh, const std::string& where) {
   }
 }
 
+// A shell variable name (the remote side exports it).
+bool is_name(const std::string& s) {
+  return !s.empty() && std::isdigit(static_cast<unsigned char>(s[0])) == 0 &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) {
+           return std::isalnum(c) != 0 || c == '_';
+         });
+}
+
 bool is_ip(const std::string& s) {
   in_addr a4{};
   in6_addr a6{};
@@ -117,7 +125,7 @@ HostPlan parse_json(const std::string& text, const std::string& path) {
       for (const json& e : j["envs"]) {
         std::string kv = e.is_string() ? e.get<std::string>() : "";
         size_t eq = kv.find('=');
-        if (eq == std::string::npos || eq == 0) {
+        if (eq == std::string::npos || eq == 0 || !is_name(kv.substr(0, eq))) {
           throw HostsError("hostfile " + path + ": env '" + e.dump() +
                            "' is not K=V");
         }
