@@ -276,14 +276,14 @@ TEST(SshLauncher, SilentHostHitsTheConnectDeadline) {
   ASSERT_EQ(::listen(fd, 16), 0);
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   hosts.add_alias(hosts.bridge_ip(), ntohs(addr.sin_port));
-  ProcResult r = run(launcher(),
-                     {"--hosts", hosts.ip(0) + "," + hosts.bridge_ip(), "--ssh",
-                      hosts.ssh_command(), "--connect-timeout", "2", "--",
-                      probe(), "sleep", "600000"},
-                     {}, kJobDeadline);
+  ProcResult r =
+      run(launcher(),
+          {"--hosts", hosts.bridge_ip() + ":2", "--ssh", hosts.ssh_command(),
+           "--connect-timeout", "2", "--", probe(), "sleep", "600000"},
+          {}, kJobDeadline);
   ::close(fd);
   EXPECT_EQ(r.exit_code, 255) << r.describe() << "\n" << r.output;
-  EXPECT_NE(r.output.find("rank 1: host " + hosts.bridge_ip() +
+  EXPECT_NE(r.output.find("rank 0: host " + hosts.bridge_ip() +
                           " did not start it within 2 s"),
             std::string::npos)
       << r.output;

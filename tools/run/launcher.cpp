@@ -136,7 +136,10 @@ void Launcher::on_exit(int rank) {
     return;
   }
   std::string how = name + " " + describe_status(r.status);
-  if (r.remote) {
+  if (r.remote && WIFSIGNALED(r.status)) {
+    how = name + ": its ssh client (the connection to " + r.host + ") " +
+          describe_status(r.status);
+  } else if (r.remote) {
     // The remote shell exits 128+N when the rank died of signal N.
     const int code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 0;
     if (code > 128 && code < 128 + NSIG) {
@@ -151,12 +154,19 @@ void Launcher::on_exit(int rank) {
   }
 }
 
-void Launcher::reap() {
+void Launcher::notice_starts() {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     Rank& r = ranks_[i];
     if (r.remote && !r.started && r.out.marker_seen && r.running) {
       on_started(static_cast<int>(i));
     }
+  }
+}
+
+void Launcher::reap() {
+  notice_starts();
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = ranks_[i];
     if (!r.running) {
       continue;
     }
@@ -298,6 +308,9 @@ int Launcher::run() {
         (fds[k].fd == out_sink().fd() ? out_sink() : err_sink()).flush_some();
       }
     }
+    // Before any signal is handled: a rank whose output was just passed on
+    // is started (signalled through its shell, not by dropping ssh).
+    notice_starts();
     unsigned char sigs[64];
     ssize_t n;
     while ((n = ::read(signal_fd, sigs, sizeof(sigs))) > 0) {

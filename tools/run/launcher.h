@@ -35,6 +35,7 @@ class Launcher {
   void reap();
   void on_exit(int rank);
   void on_started(int rank);
+  void notice_starts();
   void stop(int sig, const std::string& why);
   void fail(int rank, int status, const std::string& why);
   void kill_all(int sig);
