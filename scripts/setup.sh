@@ -11,6 +11,7 @@ pkgs=(
   libzmq3-dev cppzmq-dev
   libgloo-dev iperf3 gnuplot-nox
   iproute2 procps
+  openssh-server openssh-client
 )
 missing=()
 for p in "${pkgs[@]}"; do
