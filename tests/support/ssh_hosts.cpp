@@ -39,6 +39,19 @@ std::string cmdline_of(pid_t pid) {
 
 }  // namespace
 
+// Namespaces and bridges of earlier test processes that died before their
+// destructor ran (SIGKILLed at a ctest timeout): jl<pid>x<k>... whose pid
+// is gone. Only this helper makes names of that shape.
+void SshHosts::remove_stale() {
+  sh("for ns in $(ip netns list | awk '{print $1}' | grep -E "
+     "'^jl[0-9]+x[0-9]-[0-9]+$'); do p=${ns#jl}; p=${p%%x*}; "
+     "[ -d /proc/$p ] && continue; for q in $(ip netns pids $ns); do kill -9 "
+     "$q; done; ip netns del $ns; done; "
+     "for b in $(ip -o link show type bridge | awk -F': ' '{print $2}' | grep "
+     "-E '^jl[0-9]+x[0-9]b$'); do p=${b#jl}; p=${p%%x*}; [ -d /proc/$p ] || "
+     "ip link del $b; done; true");
+}
+
 SshHosts::SshHosts(int count) {
   if (::geteuid() != 0) {
     skip_ = "needs root (network namespaces, sshd)";
@@ -68,7 +81,8 @@ std::string SshHosts::setup(int count) {
   static std::atomic<int> counter{0};
   const int pid = static_cast<int>(::getpid());
   const int k = counter++;
-  id_ = "jl" + std::to_string(pid % 1000000) + "x" + std::to_string(k % 10);
+  id_ = "jl" + std::to_string(pid) + "x" + std::to_string(k % 10);
+  remove_stale();
   bridge_ = id_ + "b";
   const std::string net = "10." + std::to_string(150 + (pid / 256 + k) % 50) +
                           "." + std::to_string(pid % 256) + ".";

@@ -62,6 +62,7 @@ class SshHosts {
   bool sh(const std::string& script, std::string* out = nullptr);
   std::string setup(int count);
   void write_ssh_config();
+  void remove_stale();
 
   TempDir dir_;
   std::string id_, bridge_, bridge_ip_, skip_, error_;
