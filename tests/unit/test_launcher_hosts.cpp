@@ -260,5 +260,19 @@ TEST(LauncherHosts, MissingRemoteDirectoryIsNamed) {
       << r.output;
 }
 
+TEST(LauncherHosts, AnSshThatDropsStdinIsNamed) {
+  // The token travels on ssh's stdin; a --ssh that does not pass it on
+  // (like ssh -n) is reported as such, not as an unreachable host.
+  ProcResult r = launch({"--hosts", "10.9.0.1", "--ssh",
+                         "/bin/sh -c 'exec /bin/sh -c \"$2\" </dev/null' x",
+                         "--", "true"});
+  EXPECT_EQ(r.exit_code, 255) << r.output;
+  EXPECT_NE(r.output.find("rank 0: could not start on host 10.9.0.1"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("no job token on stdin"), std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace jaccl::test

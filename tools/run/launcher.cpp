@@ -123,11 +123,14 @@ void Launcher::on_exit(int rank) {
   const std::string name = "rank " + std::to_string(rank);
   if (r.remote && !r.started) {
     std::string said = r.err.last_line.empty() ? "" : ": " + r.err.last_line;
-    std::string what = WIFEXITED(r.status) && WEXITSTATUS(r.status) == kSshExit
-                           ? "cannot reach host " + r.host
-                           : "could not start on host " + r.host + " (" +
-                                 opt_.ssh + " " + describe_status(r.status) +
-                                 ")";
+    // 255 is ssh's own failure, unless our remote shell said why.
+    const bool ssh_failed = WIFEXITED(r.status) &&
+                            WEXITSTATUS(r.status) == kSshExit &&
+                            r.err.last_line.rfind("jaccl-run: ", 0) != 0;
+    std::string what = ssh_failed ? "cannot reach host " + r.host
+                                  : "could not start on host " + r.host + " (" +
+                                        opt_.ssh + " " +
+                                        describe_status(r.status) + ")";
     if (!stopping_) {
       fail(rank, r.status, name + ": " + what + said);
     } else if (opt_.verbose) {

@@ -79,7 +79,8 @@ std::string remote_command(const RemoteRank& r) {
   // Polls of 0.1 s while the program's group answers the SIGTERM.
   const long polls = std::lround(r.grace * 10);
   std::string s;
-  s += "IFS= read -r t || exit 255; ";
+  s += "IFS= read -r t || { echo 'jaccl-run: no job token on stdin (does "
+       "the --ssh command pass its stdin on?)' >&2; exit 255; }; ";
   s += "if [ -n \"$t\" ]; then JACCL_TOKEN=$t; export JACCL_TOKEN; fi; unset "
        "t; ";
   s += "cd " + shell_quote(r.cwd) + " || { echo \"jaccl-run: no directory " +
