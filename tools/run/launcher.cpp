@@ -105,7 +105,7 @@ void Launcher::on_started(int rank) {
          std::to_string(r.pid) + ")");
   }
   if (stopping_) {
-    signal_rank(r, SIGTERM);  // it came up after the job was stopped
+    signal_rank(r, signal_ != 0 ? signal_ : SIGTERM);  // came up too late
   }
 }
 
