@@ -31,6 +31,7 @@ enum class EnvVar {
   PmiSize,
   SlurmRank,
   SlurmSize,
+  PmixNamespace,
   Count_,  // keep last
 };
 
