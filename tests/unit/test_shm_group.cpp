@@ -381,7 +381,8 @@ TEST(ShmGroup, MissingRankTimesOutNamingIt) {
         8 << 20, Millis(300));
     FAIL() << "expected a timeout";
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("waiting for rank 2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("waiting for rank 2"),
+              std::string::npos)
         << e.what();
   }
 }
