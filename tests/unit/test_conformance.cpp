@@ -154,7 +154,7 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
              2,
              "full",
              false,
-             {{"JACCL_SHM_STRATEGY", strategy}}};
+             {{"JACCL_SHM_STRATEGY", strategy}, {"JACCL_LOG", "info"}}};
     TempDir dir;
     auto results = run_launch(l, dir);
     ASSERT_EQ(static_cast<int>(results.size()), n);
@@ -172,6 +172,11 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
       EXPECT_NE(summary.find(" failures=0 "), std::string::npos)
           << strategy << ", rank " << r << ":\n"
           << res.output;
+      if (r == 0 && n > 1) {  // the host's first rank logs what it chose
+        EXPECT_NE(res.output.find(std::string("copy-out ") + strategy),
+                  std::string::npos)
+            << res.output;
+      }
       const size_t at = summary.find(" digest=");
       ASSERT_NE(at, std::string::npos) << res.output;
       digests[strategy].push_back(summary.substr(at + 8));
