@@ -6,7 +6,7 @@
 //   shm_pattern [--ranks 2] [--sizes 64K,256K,1M,4M,16M,64M] [--reps 20]
 //               [--chunk 512K] [--piece 32K] [--out memcpy|nt|movsb|loop]
 //               [--stage memcpy|nt|movsb|loop] [--skip stage,reduce,copy]
-//               [--pin] [--algo pipe|flat|cma]
+//               [--res memcpy|nt] [--pin] [--algo pipe|flat|cma]
 //
 // Ranks are processes (fork) sharing one memfd mapping, as in jaccl; each
 // has its own private input and output. `pipe` is ShmGroup::reduce_large:
@@ -127,6 +127,7 @@ struct Opts {
   Copy out = Copy::Memcpy, stage = Copy::Memcpy;
   bool skip_stage = false, skip_reduce = false, skip_copy = false;
   bool pin = false, yield = false;
+  bool res_nt = false;  // reduce into a small private buffer, stream it out
   std::string algo = "pipe";
 };
 
@@ -171,7 +172,10 @@ struct Rank {
     }
   }
 
+  std::vector<float> tmp;
   void pipe(const char* src, char* dst, size_t n) {
+    if (o.res_nt && tmp.size() < o.chunk / 4)
+      tmp.resize(o.chunk / 4);
     const size_t chunk = std::min(o.chunk, slot_bytes);
     const size_t chunks = (n + chunk - 1) / chunk;
     auto len_of = [&](size_t k) { return std::min(chunk, n - k * chunk); };
@@ -208,10 +212,13 @@ struct Rank {
             return reinterpret_cast<const float*>(
                 q == r ? own + a : slot(q, step) + rso + a);
           };
-          add3(reinterpret_cast<float*>(res + a), part(0), part(1),
-               (b - a) / 4);
+          float* into =
+              o.res_nt ? tmp.data() : reinterpret_cast<float*>(res + a);
+          add3(into, part(0), part(1), (b - a) / 4);
           for (int q = 2; q < o.ranks; ++q)
-            add_into(reinterpret_cast<float*>(res + a), part(q), (b - a) / 4);
+            add_into(into, part(q), (b - a) / 4);
+          if (o.res_nt)
+            copy(Copy::Nt, res + a, into, b - a);
         }
         a = bound(lc, j, parts);
         b = bound(lc, j + 1, parts);
@@ -296,6 +303,8 @@ int main(int argc, char** argv) {
       o.out = parse_copy(next());
     else if (a == "--stage")
       o.stage = parse_copy(next());
+    else if (a == "--res")
+      o.res_nt = next() == "nt";
     else if (a == "--pin")
       o.pin = true;
     else if (a == "--yield")

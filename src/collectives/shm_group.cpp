@@ -76,12 +76,17 @@ size_t llc_bytes() {
   return v != 0 ? v : size_t(32) << 20;
 }
 
-// The last hop into the caller's buffer.
-inline void copy_out(void* dst, const void* src, size_t n, bool stream) {
+// The first hop (into the segment, for the peers) and the last (into the
+// caller's buffer): ordinary or non-temporal stores (shm_strategy.h).
+inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
   if (stream)
     stream_copy(dst, src, n);
   else
     cached_copy(dst, src, n);
+}
+
+ShmStrategy guess_of(bool stream) {
+  return stream ? ShmStrategy::Stream : ShmStrategy::Cached;
 }
 
 uint64_t now_ns() {
@@ -288,7 +293,8 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
   const size_t chunk = chunk_bytes_;
   const size_t chunks = (n + chunk - 1) / chunk;
   const uint64_t t0 = now_ns();
-  const bool stream = tuner_.begin(ShmTuner::kReduce, n, streaming(2 * n));
+  const ShmWay way =
+      tuner_.begin(ShmTuner::kReduce, n, guess_of(streaming(2 * n)));
   auto len_of = [&](size_t k) { return std::min(chunk, n - k * chunk); };
   for (size_t k = 0; k <= chunks + 1; ++k) {
     const size_t ls = k < chunks ? len_of(k) : 0;
@@ -311,10 +317,12 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
       size_t a = piece_bound(stage_total, j, parts);
       size_t b = piece_bound(stage_total, j + 1, parts);
       if (a < sso)
-        cached_copy(stage_to + a, stage_from + a, std::min(b, sso) - a);
+        copy_with(stage_to + a, stage_from + a, std::min(b, sso) - a,
+                  way.stream_stage);
       if (b > sso) {
         size_t x = std::max(a, sso);
-        cached_copy(stage_to + x + ssb, stage_from + x + ssb, b - x);
+        copy_with(stage_to + x + ssb, stage_from + x + ssb, b - x,
+                  way.stream_stage);
       }
       // Reduce, in rank order as the small path: bit-identical floats.
       a = piece_bound(rsb, j, parts);
@@ -330,7 +338,7 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
       // Copy out.
       a = piece_bound(lc, j, parts);
       b = piece_bound(lc, j + 1, parts);
-      copy_out(out_to + a, out_from + a, b - a, stream);
+      copy_with(out_to + a, out_from + a, b - a, way.stream_out);
     }
     if (k <= chunks)
       step(d);
@@ -355,19 +363,20 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     char* dst = static_cast<char*>(out);
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
-    const bool stream =
-        large && tuner_.begin(ShmTuner::kGather, n,
-                              streaming(n * (static_cast<size_t>(size_) + 1)));
+    const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
+    const ShmWay way =
+        large ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess)) : ShmWay{};
+    const bool stream = way.stream_out;
     // Cache-sized chunks pay off once the output streams to DRAM; below,
     // whole slots mean fewer syncs (256 KiB .. 1 MiB: ~15 % faster).
     const size_t chunk = stream ? chunk_bytes_ : layout_.slot_bytes;
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
-      cached_copy(slot(rank_, step_ + 1), src + off, len);
+      copy_with(slot(rank_, step_ + 1), src + off, len, way.stream_stage);
       step(d);
       for (int q = 0; q < size_; ++q) {
-        copy_out(dst + static_cast<size_t>(q) * n + off, slot(q, step_), len,
-                 stream);
+        copy_with(dst + static_cast<size_t>(q) * n + off, slot(q, step_), len,
+                  stream);
       }
       if (n == 0)
         break;
@@ -424,15 +433,16 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
     const size_t chunk = chunk_bytes_;
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
-    const bool stream =
-        large && tuner_.begin(ShmTuner::kBroadcast, n, streaming(n));
+    const ShmWay way =
+        large ? tuner_.begin(ShmTuner::kBroadcast, n, guess_of(streaming(n)))
+              : ShmWay{};
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
       if (rank_ == root)
-        cached_copy(slot(rank_, step_ + 1), p + off, len);
+        copy_with(slot(rank_, step_ + 1), p + off, len, way.stream_stage);
       step(d);
       if (rank_ != root)
-        copy_out(p + off, slot(root, step_), len, stream);
+        copy_with(p + off, slot(root, step_), len, way.stream_out);
       if (n == 0)
         break;
     }

@@ -1,20 +1,28 @@
 // Copyright 2026 the jaccl authors.
-// How a shared-memory group's large ops write their output into the
-// caller's buffer: with ordinary (temporal) stores, which keep the output in
-// cache, or with non-temporal stores, which skip reading each line first and
-// do not evict the staging buffers. Which one wins depends on the machine,
-// not on a cache size: on the 2026-12-01 AMD EPYC VM the streaming copy-out
-// was ahead from 1 MiB (2 ranks) although a single core's memcpy stays in
-// cache up to 4 MiB there, and `sysconf` reported the host's 256 MiB L3
-// instead of the VM's 32 MiB. So, unless a strategy is forced
-// (JACCL_SHM_STRATEGY), every rank measures, per op kind and power-of-two
-// size class, its first calls with each copy-out (cached, stream, stream,
-// cached), publishes each call's time at the next sync step, and from then
-// on uses the one with the lower time per byte (slowest rank's time, best
-// of its samples). The decision is a pure function of values every rank
-// reads from the same shared step, so every rank of the host makes the same
-// choice; results do not depend on it (the reduction order is fixed), only
-// speed does.
+// How a shared-memory group's large ops move data through the segment. Three
+// ways, which differ only in the kind of stores, never in what is computed:
+//   cached        ordinary stores everywhere;
+//   stream-stage  non-temporal stores for staging (what the peers read),
+//                 ordinary ones for the copy into the caller's output;
+//   stream        non-temporal stores for both.
+// Non-temporal staging sends the lines to memory, so a peer reads them from
+// there instead of pulling them out of this core's cache; non-temporal
+// copy-out skips reading each output line first and does not evict the
+// staging buffers. Which wins depends on the machine, not on a cache size:
+// on the 2026-12-01 AMD EPYC VM a peer read staged lines ~35 % faster
+// through memory than from the writer's cache (bench/shm_pattern), the
+// streaming copy-out was ahead from 1 MiB (2 ranks) although a single
+// core's memcpy stays in cache up to 4 MiB there, and `sysconf` reported
+// the host's 256 MiB L3 instead of the VM's 32 MiB; on the machine of
+// 2026-11-30 cached copy-out was ahead up to 4 MiB. So, unless a strategy is
+// forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
+// power-of-two size class, its first six calls (the guess, the two others,
+// then the two others and the guess again, so drift cancels), publishes
+// each call's time at the next sync step, and from then on uses the way
+// with the lowest time per byte (the slowest rank's time, best of its
+// samples). The decision is a pure function of values every rank reads from
+// the same shared step, so every rank of the host makes the same choice;
+// results do not depend on it (the reduction order is fixed), only speed.
 #pragma once
 
 #include <array>
@@ -24,7 +32,13 @@
 
 namespace jaccl::detail {
 
-enum class ShmStrategy : uint32_t { Auto = 0, Cached = 1, Stream = 2 };
+enum class ShmStrategy : uint32_t {
+  Auto = 0,
+  Cached = 1,
+  StreamStage = 2,
+  Stream = 3
+};
+inline constexpr int kShmWays = 3;  // the strategies other than Auto
 
 inline const char* shm_strategy_name(ShmStrategy s) {
   switch (s) {
@@ -32,19 +46,20 @@ inline const char* shm_strategy_name(ShmStrategy s) {
       return "auto";
     case ShmStrategy::Cached:
       return "cached";
+    case ShmStrategy::StreamStage:
+      return "stream-stage";
     case ShmStrategy::Stream:
       return "stream";
   }
   return "unknown";
 }
 
-// "auto", "cached", "stream"; false if none of these.
+// "auto", "cached", "stream-stage", "stream"; false if none of these.
 inline bool parse_shm_strategy(const char* text, ShmStrategy* out) {
-  for (ShmStrategy s :
-       {ShmStrategy::Auto, ShmStrategy::Cached, ShmStrategy::Stream}) {
-    const char* name = shm_strategy_name(s);
+  for (ShmStrategy s : {ShmStrategy::Auto, ShmStrategy::Cached,
+                        ShmStrategy::StreamStage, ShmStrategy::Stream}) {
     const char* a = text;
-    const char* b = name;
+    const char* b = shm_strategy_name(s);
     while (*a != '\0' && *a == *b) {
       ++a;
       ++b;
@@ -57,6 +72,16 @@ inline bool parse_shm_strategy(const char* text, ShmStrategy* out) {
   return false;
 }
 
+// What one large op does.
+struct ShmWay {
+  bool stream_stage = false;
+  bool stream_out = false;
+};
+
+inline ShmWay shm_way(ShmStrategy s) {
+  return ShmWay{s != ShmStrategy::Cached, s == ShmStrategy::Stream};
+}
+
 class ShmTuner {
  public:
   enum Kind { kReduce = 0, kGather = 1, kBroadcast = 2, kKinds = 3 };
@@ -66,29 +91,31 @@ class ShmTuner {
 
   ShmStrategy forced() const { return forced_; }
 
-  // Whether the large op about to start (kind, `bytes` of the caller's
-  // message) copies out with non-temporal stores. `guess` is the heuristic
-  // choice used for the first trial. Remembers the op, so that finish()
-  // can record its time.
-  bool begin(Kind kind, size_t bytes, bool guess) {
+  // How the large op about to start (kind, `bytes` of the caller's message)
+  // moves its data. `guess` is the heuristic choice, measured first.
+  // Remembers the op, so that finish() can record its time.
+  ShmWay begin(Kind kind, size_t bytes, ShmStrategy guess) {
     if (forced_ != ShmStrategy::Auto) {
-      return forced_ == ShmStrategy::Stream;
+      return shm_way(forced_);
     }
     Class& c = table_[kind][class_of(bytes)];
-    int pick;
+    // Trial order: guess, then the others in order; mirrored.
+    int order[kShmWays];
+    order[0] = static_cast<int>(guess) - 1;
+    for (int w = 0, k = 1; w < kShmWays; ++w) {
+      if (w != order[0])
+        order[k++] = w;
+    }
     const uint32_t idx = c.calls++;
-    if (idx < 4) {
-      // First guess, other, other, first guess: alternating cancels drift.
-      const int g = guess ? 1 : 0;
-      pick = (idx == 0 || idx == 3) ? g : 1 - g;
-    } else if (c.samples[0] != 0 && c.samples[1] != 0) {
-      pick = c.best[1] < c.best[0] ? 1 : 0;
+    int pick = order[0];
+    if (idx < 2 * kShmWays) {
+      pick = idx < kShmWays ? order[idx] : order[2 * kShmWays - 1 - idx];
     } else {
-      pick = c.samples[1] != 0 ? 1 : 0;
+      pick = best_of(c, order[0]);
     }
     cur_ = Record{kind, class_of(bytes), pick, bytes};
     timing_ = true;
-    return pick == 1;
+    return shm_way(static_cast<ShmStrategy>(pick + 1));
   }
 
   // The op begun last ended after `ns` on this rank: reported at the next
@@ -127,15 +154,19 @@ class ShmTuner {
   }
   bool reported() const { return reported_; }
 
-  // The choice made for ops of this kind and size from now on, if the
+  // The choice made for ops of this kind and size from now on, once the
   // measurements are complete (tests, logs): Auto while still measuring.
   ShmStrategy chosen(Kind kind, size_t bytes) const {
     if (forced_ != ShmStrategy::Auto)
       return forced_;
     const Class& c = table_[kind][class_of(bytes)];
-    if (c.calls < 4 || c.samples[0] == 0 || c.samples[1] == 0)
+    if (c.calls < 2 * kShmWays)
       return ShmStrategy::Auto;
-    return c.best[1] < c.best[0] ? ShmStrategy::Stream : ShmStrategy::Cached;
+    for (int w = 0; w < kShmWays; ++w) {
+      if (c.samples[w] == 0)
+        return ShmStrategy::Auto;
+    }
+    return static_cast<ShmStrategy>(best_of(c, 0) + 1);
   }
 
   static size_t class_of(size_t bytes) {
@@ -149,9 +180,19 @@ class ShmTuner {
   static constexpr size_t kClasses = 48;
   struct Class {
     uint32_t calls = 0;
-    std::array<uint32_t, 2> samples{};
-    std::array<double, 2> best{};  // ns per byte, lowest seen
+    std::array<uint32_t, kShmWays> samples{};
+    std::array<double, kShmWays> best{};  // ns per byte, lowest seen
   };
+  // The measured way with the lowest time per byte (ties: the lower index);
+  // `fallback` if none is measured yet.
+  static int best_of(const Class& c, int fallback) {
+    int pick = -1;
+    for (int w = 0; w < kShmWays; ++w) {
+      if (c.samples[w] != 0 && (pick < 0 || c.best[w] < c.best[pick]))
+        pick = w;
+    }
+    return pick < 0 ? fallback : pick;
+  }
   ShmStrategy forced_;
   std::array<std::array<Class, kClasses>, kKinds> table_{};
   struct Record {

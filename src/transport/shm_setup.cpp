@@ -45,7 +45,7 @@ ShmStrategy shm_strategy(int rank) {
   if (v != nullptr && !parse_shm_strategy(v, &s)) {
     raise(ErrorKind::Config,
           std::string("JACCL_SHM_STRATEGY='") + v +
-              "' is not one of auto, cached, stream",
+              "' is not one of auto, cached, stream-stage, stream",
           {.rank = rank});
   }
   return s;
@@ -368,7 +368,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
                             << " KiB segment ("
                             << (use_memfd ? "memfd " : "/dev/shm/") << s.name
                             << "), " << s.layout.slot_bytes / 1024
-                            << " KiB slots, copy-out "
+                            << " KiB slots, strategy "
                             << shm_strategy_name(s.strategy));
   }
   return std::make_shared<ShmGroup>(me, size, members, std::move(seg), s.layout,

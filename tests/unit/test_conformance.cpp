@@ -137,8 +137,9 @@ TEST_P(Conformance, EveryRankMatchesTheReference) {
   }
 }
 
-// The shared-memory group with each copy-out strategy (JACCL_SHM_STRATEGY:
-// auto measures and switches, cached and stream force one): every rank
+// The shared-memory group with each strategy (JACCL_SHM_STRATEGY: auto
+// measures and switches, cached, stream-stage and stream force one): every
+// rank
 // matches the reference bitwise under each, and each rank's results are
 // bit-identical across the three (the digest of every result it checked).
 class ShmStrategies : public ::testing::TestWithParam<int> {};
@@ -146,7 +147,7 @@ class ShmStrategies : public ::testing::TestWithParam<int> {};
 TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
   const int n = GetParam();
   std::map<std::string, std::vector<std::string>> digests;
-  for (const char* strategy : {"auto", "cached", "stream"}) {
+  for (const char* strategy : {"auto", "cached", "stream-stage", "stream"}) {
     Launch l{std::string("Shm_N") + std::to_string(n) + "_" + strategy,
              n,
              "shm",
@@ -173,7 +174,7 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
           << strategy << ", rank " << r << ":\n"
           << res.output;
       if (r == 0 && n > 1) {  // the host's first rank logs what it chose
-        EXPECT_NE(res.output.find(std::string("copy-out ") + strategy),
+        EXPECT_NE(res.output.find(std::string("strategy ") + strategy + "\n"),
                   std::string::npos)
             << res.output;
       }
@@ -183,6 +184,7 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
     }
   }
   EXPECT_EQ(digests["cached"], digests["auto"]);
+  EXPECT_EQ(digests["stream-stage"], digests["auto"]);
   EXPECT_EQ(digests["stream"], digests["auto"]);
 }
 

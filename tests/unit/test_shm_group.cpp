@@ -348,8 +348,8 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
                                       (size_t(1) << 20) / 4 + 17,
                                       (size_t(3) << 20) / 4 + 1};
   // strategy -> rank -> FNV-1a of the outputs of all calls
-  std::vector<std::vector<uint64_t>> bits(3);
-  for (int st = 0; st < 3; ++st) {
+  std::vector<std::vector<uint64_t>> bits(4);
+  for (int st = 0; st < 4; ++st) {
     bits[st].assign(size, 0xcbf29ce484222325ull);
     std::vector<std::vector<ShmStrategy>> chosen(size);
     run_ranks(
@@ -363,7 +363,7 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
             std::vector<float> in(count), out(count), all(count * size);
             for (auto& x : in)
               x = dist(rng);
-            for (int call = 0; call < 5; ++call) {  // past the measuring
+            for (int call = 0; call < 7; ++call) {  // past the measuring
               g.all_sum(in.data(), out.data(), count * 4, Float32);
               g.all_gather(in.data(), all.data(), count * 4);
               std::vector<float> b = g.rank() == 1 ? in : out;
@@ -392,7 +392,7 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
         EXPECT_EQ(c, static_cast<ShmStrategy>(st));
     }
   }
-  for (int st = 0; st < 3; ++st) {
+  for (int st = 0; st < 4; ++st) {
     for (int r = 0; r < size; ++r) {
       // all_sum, all_gather and broadcast outputs are the same on every
       // rank, so every rank's record equals rank 0's of the auto run.
@@ -402,35 +402,50 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
   }
 }
 
-// The measuring itself: alternating first trials, then the lower time per
-// byte, the same sequence on every rank that absorbs the same reports.
-TEST(ShmTuner, TriesBothThenKeepsTheFaster) {
+// The measuring itself: each way twice in mirrored order from the guess,
+// then the lowest time per byte, the same sequence on every rank that
+// absorbs the same reports.
+TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   ShmTuner t;
   const size_t n = 3 << 20;
-  std::vector<bool> trials;
-  // cached costs 2 ns per byte, stream 1.
-  for (int call = 0; call < 8; ++call) {
-    bool stream = t.begin(ShmTuner::kReduce, n, /*guess=*/false);
-    trials.push_back(stream);
+  std::vector<ShmStrategy> trials;
+  // ns per byte: cached 3, stream-stage 1, stream 2.
+  auto cost = [&](ShmWay w) -> uint64_t {
+    return !w.stream_stage ? 3 * n : w.stream_out ? 2 * n : n;
+  };
+  auto name = [](ShmWay w) {
+    return !w.stream_stage ? ShmStrategy::Cached
+           : w.stream_out  ? ShmStrategy::Stream
+                           : ShmStrategy::StreamStage;
+  };
+  for (int call = 0; call < 9; ++call) {
+    ShmWay w = t.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
+    trials.push_back(name(w));
     t.finish(0);
     uint64_t report = t.take_report();
     EXPECT_NE(report, 0u);
-    t.absorb(stream ? n : 2 * n);
-    if (call < 3)
-      EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto);
+    t.absorb(cost(w));
+    if (call < 5)
+      EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto) << call;
   }
-  EXPECT_EQ(trials, (std::vector<bool>{false, true, true, false, true, true,
-                                       true, true}));
-  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Stream);
-  // Another size class and kind are measured apart, from the guess.
+  using S = ShmStrategy;
+  EXPECT_EQ(trials,
+            (std::vector<S>{S::Stream, S::Cached, S::StreamStage,
+                            S::StreamStage, S::Cached, S::Stream,
+                            S::StreamStage, S::StreamStage, S::StreamStage}));
+  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::StreamStage);
+  // Another size class and kind are measured apart, from their guess.
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n * 4), ShmStrategy::Auto);
-  EXPECT_TRUE(t.begin(ShmTuner::kGather, n, /*guess=*/true));
+  EXPECT_FALSE(t.begin(ShmTuner::kGather, n, ShmStrategy::Cached).stream_stage);
   // Forced strategies never measure.
   ShmTuner forced(ShmStrategy::Cached);
-  EXPECT_FALSE(forced.begin(ShmTuner::kReduce, n, true));
+  ShmWay w = forced.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
+  EXPECT_FALSE(w.stream_stage || w.stream_out);
   forced.finish(5);
   EXPECT_EQ(forced.take_report(), 0u);
   ShmStrategy s{};
+  EXPECT_TRUE(parse_shm_strategy("stream-stage", &s));
+  EXPECT_EQ(s, ShmStrategy::StreamStage);
   EXPECT_TRUE(parse_shm_strategy("stream", &s));
   EXPECT_EQ(s, ShmStrategy::Stream);
   EXPECT_FALSE(parse_shm_strategy("streams", &s));
