@@ -293,6 +293,10 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
   const size_t chunk = chunk_bytes_;
   const size_t chunks = (n + chunk - 1) / chunk;
   const uint64_t t0 = now_ns();
+  // How this op stores: cached, stream-stage or stream, measured on the
+  // first calls of its size class (shm_strategy.h has why: on the
+  // 2026-12-01 VM the peers read non-temporally staged lines faster, and
+  // constants tuned on one VM lost 2-10x on the next).
   const ShmWay way =
       tuner_.begin(ShmTuner::kReduce, n, guess_of(streaming(2 * n)));
   auto len_of = [&](size_t k) { return std::min(chunk, n - k * chunk); };
