@@ -137,6 +137,8 @@ void ShmGroup::init_segment(char* base, const ShmLayout& layout,
   h->strategy = static_cast<uint32_t>(strategy);
   h->slot_bytes = layout.slot_bytes;
   h->ring_bytes = layout.ring_bytes;
+  // Chosen once, here, so that every rank stages the same chunks.
+  h->chunk_bytes = chunk_for_cache();
   new (base + layout.wake_off()) WakeWord();
   for (int r = 0; r < layout.nranks; ++r) {
     new (base + layout.ctl_off(r)) RankCtl();
@@ -159,7 +161,7 @@ ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
                       static_cast<int>(std::thread::hardware_concurrency())),
       chunk_bytes_(std::min(layout_.slot_bytes, oversubscribed_
                                                     ? kOversubscribedChunkBytes
-                                                    : chunk_for_cache()) /
+                                                    : header_chunk()) /
                    64 * 64),
       llc_bytes_(llc_bytes()),
       tuner_(static_cast<ShmStrategy>(

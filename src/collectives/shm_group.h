@@ -85,6 +85,10 @@ class ShmGroup : public Group {
     wait_until(wake(), ready, check, oversubscribed_);
   }
 
+  size_t header_chunk() const {
+    return reinterpret_cast<const ShmHeader*>(base_)->chunk_bytes;
+  }
+
   // The job rank of member q, for messages.
   int who(int q) const {
     return names_.empty() ? q : names_[static_cast<size_t>(q)];

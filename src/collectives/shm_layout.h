@@ -26,6 +26,7 @@ struct alignas(kCacheLine) ShmHeader {
   uint32_t strategy;  // ShmStrategy the creator was told (JACCL_SHM_STRATEGY)
   uint64_t slot_bytes;
   uint64_t ring_bytes;
+  uint64_t chunk_bytes;  // large ops' chunk, the creator's choice for all
   std::atomic<uint32_t> mapped;  // ranks that have mapped the segment
 };
 
