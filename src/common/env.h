@@ -32,6 +32,7 @@ enum class EnvVar {
   PmiSize,
   SlurmRank,
   SlurmSize,
+  PmixNamespace,
   Count_,  // keep last
 };
 
