@@ -43,6 +43,8 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "seconds of silence after which a peer is declared lost; 0 = off"},
     {EnvVar::ShmBudget, "JACCL_SHM_BUDGET", nullptr, "64",
      "MiB of shared memory the ranks of one host may use"},
+    {EnvVar::ShmStrategy, "JACCL_SHM_STRATEGY", nullptr, "auto",
+     "large shm ops' stores: auto, cached, stream-stage or stream"},
     // Launchers' variables, read only when JACCL_RANK / JACCL_SIZE (and
     // their MLX_* spellings) are unset, in this order.
     {EnvVar::OmpiRank, "OMPI_COMM_WORLD_RANK", nullptr, "unset",

@@ -25,6 +25,7 @@ enum class EnvVar {
   Job,
   HeartbeatTimeout,
   ShmBudget,
+  ShmStrategy,
   OmpiRank,
   OmpiSize,
   PmiRank,
