@@ -599,6 +599,15 @@ std::string line_of(const std::string& out, const std::string& prefix) {
   return "";
 }
 
+int count_of(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 std::string all_output(const std::vector<ProcResult>& rs) {
   std::string s;
   for (size_t r = 0; r < rs.size(); ++r) {

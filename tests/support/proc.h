@@ -113,6 +113,9 @@ std::map<std::string, std::string> coordinator_rank_env(
 // The first line of out starting with prefix ("" if none).
 std::string line_of(const std::string& out, const std::string& prefix);
 
+// How many times needle occurs in haystack (overlapping ones too).
+int count_of(const std::string& haystack, const std::string& needle);
+
 // Every rank's status and output, for a failure message.
 std::string all_output(const std::vector<ProcResult>& rs);
 

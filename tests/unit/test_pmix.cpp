@@ -21,15 +21,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 // Sets (or unsets, value nullptr) a variable for one test.
 class ScopedEnv {
  public:
@@ -198,8 +189,8 @@ TEST(PmixUnderMpirun, ChosenWhenNothingIsNamed) {
       3, {"CONF_MATRIX=reduced", "CONF_DIR=" + shared.path(), "JACCL_LOG=info"},
       {worker_path("conformance")});
   ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
-  EXPECT_EQ(count(r.output, "SUMMARY rank="), 3) << r.output;
-  EXPECT_EQ(count(r.output, "using side channel pmix://"), 3) << r.output;
+  EXPECT_EQ(count_of(r.output, "SUMMARY rank="), 3) << r.output;
+  EXPECT_EQ(count_of(r.output, "using side channel pmix://"), 3) << r.output;
 }
 
 }  // namespace

@@ -19,15 +19,6 @@ std::string example(const std::string& name) {
   return std::string(JACCL_EXAMPLES_DIR) + "/" + name;
 }
 
-int count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 // Runs the all-reduce example on n ranks through jaccl-run with the URI.
 ProcResult run_job(const std::string& uri, int n,
                    const std::string& transport) {
@@ -44,7 +35,7 @@ TEST_P(SideChannelJob, FileChannelCarriesAWholeJob) {
   TempDir dir;
   auto r = run_job("file://" + dir.path(), 3, GetParam());
   ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
-  EXPECT_EQ(count(r.output, ": OK"), 3) << r.output;
+  EXPECT_EQ(count_of(r.output, ": OK"), 3) << r.output;
   EXPECT_NE(r.output.find(GetParam() == "shm" ? "over shm" : "over tcp"),
             std::string::npos)
       << r.output;
@@ -56,7 +47,7 @@ TEST_P(SideChannelJob, RedisChannelCarriesAWholeJob) {
   REQUIRE_REDIS();
   auto r = run_job(redis_uri(unique_job("e2e")), 3, GetParam());
   ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
-  EXPECT_EQ(count(r.output, ": OK"), 3) << r.output;
+  EXPECT_EQ(count_of(r.output, ": OK"), 3) << r.output;
 }
 
 TEST_P(SideChannelJob, MpiChannelCarriesAWholeJobUnderMpirun) {
@@ -68,7 +59,7 @@ TEST_P(SideChannelJob, MpiChannelCarriesAWholeJobUnderMpirun) {
                 "JACCL_TRANSPORT=" + GetParam(), example("allreduce"), "5000"},
                {{"JACCL_RANK", kUnsetEnv}, {"JACCL_SIZE", kUnsetEnv}}, 120s);
   ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
-  EXPECT_EQ(count(r.output, ": OK"), 3) << r.output;
+  EXPECT_EQ(count_of(r.output, ": OK"), 3) << r.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, SideChannelJob,

@@ -18,15 +18,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int count(const std::string& haystack, const std::string& needle) {
-  int n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + 1)) {
-    ++n;
-  }
-  return n;
-}
-
 #define REQUIRE_PMIX_BUILT()                                         \
   ASSERT_TRUE(::jaccl::detail::pmix_channel_built())                 \
       << "this build has no PMIx side channel: install libpmix-dev " \
@@ -71,8 +62,8 @@ TEST_F(SlurmJob, PmixIsChosenWhenNoSideChannelIsNamed) {
                                               {"JACCL_COORDINATOR", kUnsetEnv},
                                               {"JACCL_LOG", "info"}});
   ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
-  EXPECT_EQ(count(r.output, "SUMMARY rank="), 4) << r.output;
-  EXPECT_EQ(count(r.output, "using side channel pmix://"), 4) << r.output;
+  EXPECT_EQ(count_of(r.output, "SUMMARY rank="), 4) << r.output;
+  EXPECT_EQ(count_of(r.output, "using side channel pmix://"), 4) << r.output;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_NE(r.output.find("rank " + std::to_string(rank) +
                             ": no coordinator or side channel named"),
@@ -86,7 +77,7 @@ TEST_F(SlurmJob, SrunWithoutPmixSaysWhatToSet) {
       {"-n", "2", "--mpi=none"},
       {{"JACCL_SIDE_CHANNEL", kUnsetEnv}, {"JACCL_COORDINATOR", kUnsetEnv}});
   EXPECT_FALSE(r.exited_ok()) << r.output;
-  EXPECT_EQ(count(r.output, "ERROR Config"), 2) << r.output;
+  EXPECT_EQ(count_of(r.output, "ERROR Config"), 2) << r.output;
   EXPECT_NE(r.output.find("srun --mpi=pmix"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("JACCL_SIDE_CHANNEL"), std::string::npos) << r.output;
 }
