@@ -13,7 +13,7 @@
 
 #include "common/reduce.h"
 #include "jaccl/group.h"
-#include "transport/connections.h"
+#include "transport/failure.h"
 
 namespace jaccl::detail {
 

@@ -1,19 +1,20 @@
 // Copyright 2026 the jaccl authors.
 // make_group: pick the transport, connect it, hand the links to the
 // collectives.
-#include "transport/setup.h"
+#include "group/make_group.h"
 
 #include <map>
 #include <numeric>
 #include <utility>
 
 #include "collectives/hier_group.h"
-#include "collectives/socket_group.h"
+#include "collectives/net_group.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/connections.h"
 #include "transport/shm_setup.h"
 #include "transport/tcp_connect.h"
+#include "transport/tcp_endpoint.h"
 
 namespace jaccl::detail {
 
@@ -64,10 +65,11 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
     for (size_t h = 0; h < heads.size(); ++h) {
       lc.wires[h] = std::move(conns.wires[static_cast<size_t>(heads[h])]);
     }
-    leaders = make_socket_group(cfg, std::move(lc));
+    leaders = make_net_group(cfg, make_tcp_network(std::move(lc)));
   }
   auto state = conns.state;
-  auto p2p = make_socket_group(cfg, std::move(conns), /*p2p_only=*/true);
+  auto p2p = make_net_group(cfg, make_tcp_network(std::move(conns)),
+                            /*p2p_only=*/true);
   JACCL_LOG(Info, "rank " << rank << ": shared memory inside "
                           << map.hosts.size() << " hosts, TCP between them"
                           << (leaders ? " (host leader)" : ""));
@@ -139,7 +141,7 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
   JACCL_LOG(Info, "rank " << rank << ": TCP data plane ready ("
                           << cfg.get_size() << " ranks, " << cfg.get_wires()
                           << " wires)");
-  return make_socket_group(cfg, std::move(conns));
+  return make_net_group(cfg, make_tcp_network(std::move(conns)));
 }
 
 }  // namespace jaccl::detail
