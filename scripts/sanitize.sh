@@ -9,7 +9,7 @@ kinds=("$@")
 # slow whole-job suites (conformance, faults, python, side channels) run in
 # the plain build only.
 suites=(config side_channel errors types reduce ring_math collectives
-        shm_group coordinator tcp_transport hier)
+        shm_group coordinator tcp_transport hier ofi_layer)
 label="^($(IFS='|'; echo "${suites[*]}"))\$"
 targets=()
 for s in "${suites[@]}"; do targets+=("test_$s"); done

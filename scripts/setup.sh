@@ -7,6 +7,7 @@ pkgs=(
   nlohmann-json3-dev libcli11-dev libssl-dev
   libhiredis-dev redis-server
   libopenmpi-dev openmpi-bin
+  libfabric-dev libfabric-bin
   pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq
   libzmq3-dev cppzmq-dev
   libgloo-dev iperf3 gnuplot-nox

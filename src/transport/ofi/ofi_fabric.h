@@ -73,6 +73,12 @@ struct Request {
   // libfabric's per-operation context (fi_context2) lives here so a post
   // allocates nothing.
   alignas(8) unsigned char ctx[64] = {};
+  // The endpoint's own bookkeeping for this operation (the bounce slot or
+  // registration it used, the user buffer a bounced recv is copied to);
+  // callers leave it alone.
+  void* user_buf = nullptr;
+  void* mr = nullptr;
+  int32_t slot = -1;
 };
 
 class Domain;

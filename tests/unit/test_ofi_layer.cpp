@@ -1,0 +1,385 @@
+// Copyright 2026 the jaccl authors.
+// The libfabric layer (src/transport/ofi) on its own: provider choice and its
+// errors, cards, and real processes (tests/workers/ofi_node) exchanging
+// tagged messages over tcp;ofi_rxm (loopback) and shm, with and without the
+// force_register knob that runs the registration path verbs and efa need.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jaccl/error.h"
+#include "support/fixtures.h"
+#include "support/proc.h"
+#include "transport/ofi/ofi_fabric.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace jaccl::test;
+namespace ofi = jaccl::detail::ofi;
+
+#define REQUIRE_OFI()                                          \
+  ASSERT_TRUE(ofi::built())                                    \
+      << "this build has no libfabric: install libfabric-dev " \
+         "(scripts/setup.sh) and reconfigure"
+
+struct Provider {
+  const char* name;
+  const char* domain;  // tcp: the loopback interface, never another address
+};
+const Provider kTcp{"tcp;ofi_rxm", "lo"};
+const Provider kShm{"shm", ""};
+
+std::string what_of(const std::function<void()>& f, jaccl::ErrorKind* kind) {
+  try {
+    f();
+  } catch (const jaccl::Error& e) {
+    *kind = e.kind();
+    return e.what();
+  }
+  return "";
+}
+
+ofi::Options opts(const Provider& p, int rank = 0, bool force = false) {
+  ofi::Options o;
+  o.rank = rank;
+  o.provider = p.name;
+  o.domain = p.domain;
+  o.force_register = force;
+  return o;
+}
+
+// ---- in one process ------------------------------------------------------
+
+TEST(OfiLayer, ListsTheSoftwareProviders) {
+  REQUIRE_OFI();
+  auto names = ofi::available_providers();
+  EXPECT_NE(std::find(names.begin(), names.end(), "tcp;ofi_rxm"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "shm"), names.end());
+  // This machine has no RDMA device; whatever is reported must be one of
+  // the hardware providers and among those listed.
+  auto hw = ofi::hardware_provider();
+  if (!hw.empty()) {
+    EXPECT_NE(std::find(names.begin(), names.end(), hw), names.end()) << hw;
+  }
+  for (const auto& n : names) {
+    EXPECT_NE(n.rfind("verbs", 0), 0u) << "verbs listed without a device";
+  }
+}
+
+TEST(OfiLayer, UnknownProviderIsAConfigErrorListingWhatExists) {
+  REQUIRE_OFI();
+  jaccl::ErrorKind kind{};
+  ofi::Options o;
+  o.rank = 2;
+  o.provider = "nosuchprov";
+  auto w = what_of([&] { ofi::Domain::open(o); }, &kind);
+  EXPECT_EQ(kind, jaccl::ErrorKind::Config);
+  EXPECT_NE(w.find("rank 2"), std::string::npos) << w;
+  EXPECT_NE(w.find("'nosuchprov'"), std::string::npos) << w;
+  EXPECT_NE(w.find("fi_getinfo returned"), std::string::npos) << w;
+  EXPECT_NE(w.find("tcp;ofi_rxm"), std::string::npos) << w;
+  EXPECT_NE(w.find("shm"), std::string::npos) << w;
+
+  // A hardware provider with no device is just as absent.
+  o.provider = "verbs;ofi_rxm";
+  w = what_of([&] { ofi::Domain::open(o); }, &kind);
+  EXPECT_EQ(kind, jaccl::ErrorKind::Config);
+  EXPECT_NE(w.find("'verbs;ofi_rxm'"), std::string::npos) << w;
+}
+
+TEST(OfiLayer, UnknownDomainNamesTheDomainsThereAre) {
+  REQUIRE_OFI();
+  jaccl::ErrorKind kind{};
+  ofi::Options o;
+  o.provider = "tcp;ofi_rxm";
+  o.domain = "mlx5_9";
+  auto w = what_of([&] { ofi::Domain::open(o); }, &kind);
+  EXPECT_EQ(kind, jaccl::ErrorKind::Config);
+  EXPECT_NE(w.find("'mlx5_9'"), std::string::npos) << w;
+  EXPECT_NE(w.find("domain lo"), std::string::npos) << w;
+}
+
+TEST(OfiLayer, OpensTcpAndShmAndReportsNames) {
+  REQUIRE_OFI();
+  for (const auto& p : {kTcp, kShm}) {
+    for (bool force : {false, true}) {
+      auto d = ofi::Domain::open(opts(p, 0, force));
+      EXPECT_EQ(d->provider(), p.name);
+      if (*p.domain != '\0') {
+        EXPECT_EQ(d->domain(), p.domain);
+      }
+      EXPECT_FALSE(d->fabric().empty());
+      // tcp and shm need no registration; the knob turns it on.
+      EXPECT_EQ(d->registers(), force);
+      auto e1 = d->make_endpoint();
+      auto e2 = d->make_endpoint();  // one per wire on one domain
+      auto c1 = e1->card(), c2 = e2->card();
+      EXPECT_EQ(c1.provider, p.name);
+      EXPECT_EQ(c1.fabric, d->fabric());
+      EXPECT_FALSE(c1.address.empty());
+      EXPECT_NE(c1.address, c2.address);
+    }
+  }
+}
+
+TEST(OfiLayer, CardRoundTripsAndRejectsMalformedBytes) {
+  ofi::Card c{
+      "verbs;ofi_rxm", "IB-0xfe80000000000000", "mlx5_0", {0, 1, 2, 255, 0, 7}};
+  auto bytes = c.encode();
+  auto d = ofi::Card::decode(bytes, 3, 0);
+  EXPECT_EQ(d.provider, c.provider);
+  EXPECT_EQ(d.fabric, c.fabric);
+  EXPECT_EQ(d.domain, c.domain);
+  EXPECT_EQ(d.address, c.address);
+
+  auto bad = [&](const std::string& b, const std::string& needle) {
+    jaccl::ErrorKind kind{};
+    auto w = what_of([&] { ofi::Card::decode(b, 3, 1); }, &kind);
+    EXPECT_EQ(kind, jaccl::ErrorKind::Protocol) << w;
+    EXPECT_NE(w.find("rank 1: the ofi card from rank 3 is malformed"),
+              std::string::npos)
+        << w;
+    EXPECT_NE(w.find(needle), std::string::npos) << w;
+  };
+  for (size_t n = 0; n < bytes.size(); ++n) {  // every truncation
+    bad(bytes.substr(0, n), "");
+  }
+  bad(bytes + "x", "bytes follow");
+  std::string m = bytes;
+  m[0] = 'X';
+  bad(m, "magic");
+  m = bytes;
+  m[4] = 9;
+  bad(m, "version 9");
+  m = bytes;
+  m[7] = '\n';  // inside the provider name
+  bad(m, "printable");
+  bad(ofi::Card{"shm", "shm", "shm", {}}.encode(), "address is empty");
+  bad(ofi::Card{"", "f", "d", {1}}.encode(), "provider is empty");
+}
+
+TEST(OfiLayer, MismatchedCardsNameBothRanksAndValues) {
+  REQUIRE_OFI();
+  auto tcp = ofi::Domain::open(opts(kTcp, 0));
+  auto shm = ofi::Domain::open(opts(kShm, 1));
+  auto a = tcp->make_endpoint();
+  auto b = shm->make_endpoint();
+  jaccl::ErrorKind kind{};
+  auto w = what_of(
+      [&] {
+        a->insert_peers({a->card(), b->card()}, {0, 1});
+      },
+      &kind);
+  EXPECT_EQ(kind, jaccl::ErrorKind::Config);
+  for (const std::string& s :
+       {std::string("rank 0 uses provider 'tcp;ofi_rxm'"),
+        std::string("rank 1 uses provider 'shm'"), tcp->fabric(),
+        shm->fabric()}) {
+    EXPECT_NE(w.find(s), std::string::npos) << s << " not in " << w;
+  }
+}
+
+TEST(OfiLayer, PostsBeforeInsertPeersAreUsageErrors) {
+  REQUIRE_OFI();
+  auto d = ofi::Domain::open(opts(kShm));
+  auto e = d->make_endpoint();
+  ofi::Request r;
+  char b[4] = {};
+  jaccl::ErrorKind kind{};
+  what_of([&] { e->post_send(0, 1, b, 4, r); }, &kind);
+  EXPECT_EQ(kind, jaccl::ErrorKind::Usage);
+}
+
+// Two endpoints of one process, each driven by its own thread, talking to
+// two endpoints of another domain: the wire-per-thread shape under TSan.
+TEST(OfiLayer, EndpointPerWireFromSeparateThreads) {
+  REQUIRE_OFI();
+  for (bool force : {false, true}) {
+    auto d0 = ofi::Domain::open(opts(kShm, 0, force));
+    auto d1 = ofi::Domain::open(opts(kShm, 1, force));
+    constexpr int kWires = 3;
+    std::vector<std::unique_ptr<ofi::Endpoint>> a, b;
+    for (int w = 0; w < kWires; ++w) {
+      a.push_back(d0->make_endpoint());
+      b.push_back(d1->make_endpoint());
+      a[w]->insert_peers({a[w]->card(), b[w]->card()}, {0, 1});
+      b[w]->insert_peers({a[w]->card(), b[w]->card()}, {0, 1});
+    }
+    std::vector<std::string> errs(2 * kWires);
+    std::vector<std::thread> ts;
+    for (int w = 0; w < kWires; ++w) {
+      for (int side = 0; side < 2; ++side) {
+        ts.emplace_back([&, w, side] {
+          try {
+            auto& ep = side == 0 ? *a[w] : *b[w];
+            int peer = 1 - side;
+            auto dl = jaccl::detail::Deadline::after(30000ms);
+            for (size_t n :
+                 {size_t(0), size_t(3), size_t(70000), size_t(1u << 20)}) {
+              std::vector<uint8_t> out(n, static_cast<uint8_t>(w * 2 + side));
+              std::vector<uint8_t> in(n + 1, 0);
+              ofi::Request s, r;
+              while (!ep.post_recv(peer, n, in.data(), in.size(), r)) {
+                ep.progress();
+              }
+              while (!ep.post_send(peer, n, out.data(), n, s)) {
+                ep.progress();
+              }
+              while (!(s.done && r.done) && !dl.expired()) {
+                ep.progress();
+              }
+              if (!(s.done && r.done) || r.bytes != n ||
+                  !std::all_of(in.begin(), in.begin() + n,
+                               [&](uint8_t v) { return v == w * 2 + peer; })) {
+                throw std::runtime_error("wire " + std::to_string(w) +
+                                         " size " + std::to_string(n));
+              }
+            }
+          } catch (const std::exception& e) {
+            errs[static_cast<size_t>(w * 2 + side)] = e.what();
+          }
+        });
+      }
+    }
+    for (auto& t : ts)
+      t.join();
+    for (auto& e : errs)
+      EXPECT_EQ(e, "");
+  }
+}
+
+// ---- real processes ------------------------------------------------------
+
+struct Run {
+  std::vector<ProcResult> rs;
+  std::string all() const { return all_output(rs); }
+};
+
+Run run_nodes(const std::string& mode, int n, const Provider& p, bool force,
+              const std::map<int, std::string>& provider_of = {},
+              const std::string& wires = "3") {
+  TempDir dir;
+  auto job = Job::start(worker_path("ofi_node"), {mode}, n, [&](int r) {
+    auto env = clean_rank_env(r, n);
+    env["TEST_SC_DIR"] = dir / "sc";
+    env["TEST_OFI_PROVIDER"] = p.name;
+    env["TEST_OFI_DOMAIN"] = p.domain;
+    env["TEST_OFI_FORCE_REGISTER"] = force ? "1" : "0";
+    env["TEST_OFI_WIRES"] = wires;
+    auto it = provider_of.find(r);
+    if (it != provider_of.end()) {
+      env["TEST_OFI_PROVIDER_" + std::to_string(r)] = it->second;
+      env["TEST_OFI_DOMAIN"] = "";
+    }
+    return env;
+  });
+  return Run{job.wait(120s)};
+}
+
+void expect_all_ok(const Run& run) {
+  for (const auto& r : run.rs) {
+    ASSERT_TRUE(r.exited_ok()) << run.all();
+    ASSERT_NE(r.output.find("\nOK"), std::string::npos) << run.all();
+  }
+}
+
+class OfiNodes : public ::testing::TestWithParam<std::tuple<Provider, bool>> {
+ protected:
+  const Provider& prov() const { return std::get<0>(GetParam()); }
+  bool force() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(OfiNodes, AwkwardSizesBothWaysAndOrderPerTag) {
+  REQUIRE_OFI();
+  for (int n : {2, 3}) {
+    auto run = run_nodes("exchange", n, prov(), force());
+    expect_all_ok(run);
+    std::string want = std::string("REGISTERS ") + (force() ? "1" : "0");
+    EXPECT_NE(run.rs[0].output.find(want), std::string::npos) << run.all();
+  }
+}
+
+TEST_P(OfiNodes, ManyInFlightPushBackAsFalseAndAllArrive) {
+  REQUIRE_OFI();
+  auto run = run_nodes("flood", 2, prov(), force());
+  expect_all_ok(run);
+  for (const auto& r : run.rs) {
+    auto line = line_of(r.output, "EAGAIN ");
+    // The provider's queue is bounded: posting without progress must end in
+    // `false` at some point, and every message still arrives, in order.
+    EXPECT_EQ(line.find("EAGAIN 0 "), std::string::npos) << run.all();
+    EXPECT_NE(line.find("sent 20000, received 20000"), std::string::npos)
+        << run.all();
+  }
+}
+
+TEST_P(OfiNodes, EndpointPerWireThreadsAcrossProcesses) {
+  REQUIRE_OFI();
+  expect_all_ok(run_nodes("threads", 3, prov(), force()));
+}
+
+TEST_P(OfiNodes, TruncatedMessageIsAProtocolErrorNamingTheSender) {
+  REQUIRE_OFI();
+  auto run = run_nodes("trunc", 2, prov(), force());
+  ASSERT_TRUE(run.rs[0].exited_ok()) << run.all();
+  EXPECT_EQ(run.rs[1].exit_code, 3) << run.all();
+  auto line = line_of(run.rs[1].output, "FAILED");
+  EXPECT_NE(line.find("FAILED Protocol: [jaccl] rank 1: rank 0 sent a message "
+                      "longer than the 16-byte receive"),
+            std::string::npos)
+      << run.all();
+  EXPECT_NE(line.find("(peer rank 0)"), std::string::npos) << run.all();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Providers, OfiNodes,
+    ::testing::Combine(::testing::Values(kTcp, kShm), ::testing::Bool()),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param).name == std::string("shm")
+                          ? "shm"
+                          : "tcp_rxm";
+      return n + (std::get<1>(info.param) ? "_registered" : "");
+    });
+
+TEST(OfiNodesTcp, WaitFdWakesASleepingRank) {
+  REQUIRE_OFI();
+  auto run = run_nodes("fdwake", 2, kTcp, false);
+  expect_all_ok(run);
+  EXPECT_NE(run.rs[1].output.find("WAIT_FD 1"), std::string::npos) << run.all();
+  EXPECT_NE(run.rs[1].output.find("\nWOKE"), std::string::npos) << run.all();
+}
+
+TEST(OfiNodesShm, NoWaitFdMeansPolling) {
+  REQUIRE_OFI();
+  // shm has no FI_WAIT_FD completion queue: wait_fd() is -1 and the caller
+  // polls; the message still arrives.
+  auto run = run_nodes("fdwake", 2, kShm, false);
+  expect_all_ok(run);
+  bool fd = run.rs[1].output.find("WAIT_FD 1") != std::string::npos;
+  EXPECT_NE(run.rs[1].output.find(fd ? "\nWOKE" : "\nNO_WAIT_FD"),
+            std::string::npos)
+      << run.all();
+}
+
+TEST(OfiNodesMixed, DifferentProvidersFailOnBothRanksNamingBoth) {
+  REQUIRE_OFI();
+  auto run = run_nodes("cards", 2, kTcp, false, {{1, "shm"}});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(run.rs[r].exit_code, 3) << run.all();
+    auto line = line_of(run.rs[r].output, "FAILED");
+    EXPECT_NE(line.find("FAILED Config:"), std::string::npos) << run.all();
+    EXPECT_NE(line.find("uses provider 'tcp;ofi_rxm'"), std::string::npos)
+        << run.all();
+    EXPECT_NE(line.find("uses provider 'shm'"), std::string::npos) << run.all();
+    EXPECT_NE(line.find("(peer rank " + std::to_string(1 - r) + ")"),
+              std::string::npos)
+        << run.all();
+  }
+}
+
+}  // namespace
