@@ -25,6 +25,8 @@ enum class EnvVar {
   Job,
   HeartbeatTimeout,
   ShmBudget,
+  OfiProvider,
+  OfiForceRegister,
   OmpiRank,
   OmpiSize,
   PmiRank,

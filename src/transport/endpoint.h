@@ -57,7 +57,7 @@ struct Msg {
   size_t hdr_done = 0;
   Msg* next = nullptr;
   bool accepted = false;
-  alignas(8) unsigned char priv[96] = {};
+  alignas(8) unsigned char priv[128] = {};
 
   // Resets the results before a (re)post.
   void prepare(void* h, const void* b, size_t n) {

@@ -43,10 +43,12 @@ struct TcpSetup {
 };
 
 // Opens the listener (unless JACCL_LISTEN=0) and publishes the card.
-void listen_and_publish(TcpSetup& st, SideChannel& sc) {
+void listen_and_publish(TcpSetup& st, SideChannel& sc,
+                        std::vector<std::string> ofi_card) {
   const Config& cfg = st.cfg;
   const int me = st.me;
   TcpCard mine = local_card(me, cfg.get_wires());
+  mine.ofi = std::move(ofi_card);
   if (cfg.get_listen()) {
     ListenAddress la = choose_listen_address(cfg);
     int backlog =
@@ -230,7 +232,8 @@ void tune_sockets(TcpSetup& st) {
 }  // namespace
 
 Connections setup_tcp(const Config& cfg, SideChannel& sc,
-                      const DataWiresFn& want_data) {
+                      const DataWiresFn& want_data,
+                      std::vector<std::string> ofi_card) {
   TcpSetup st{.cfg = cfg, .me = cfg.get_rank(), .size = cfg.get_size()};
   st.conns.rank = st.me;
   st.conns.size = st.size;
@@ -239,7 +242,7 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
   if (st.size == 1) {
     return std::move(st.conns);
   }
-  listen_and_publish(st, sc);
+  listen_and_publish(st, sc, std::move(ofi_card));
   plan_connections(st, want_data);
   const Deadline dl = Deadline::after(cfg.get_timeout());
   std::unique_ptr<TcpAcceptor> acceptor;
