@@ -115,6 +115,8 @@ struct Links {
   std::vector<uint32_t> send_seq;         // ops sent to peer so far
   std::vector<uint32_t> recv_seq;         // ops received from peer so far
   FailureState* state = nullptr;
+  // Whether a send completes without the peer's receive (Network).
+  bool local_send_completion = true;
   // Reused scratch of the mesh path (no allocation in the steady state).
   std::vector<Transfer> xfers;
   std::vector<Link*> used;

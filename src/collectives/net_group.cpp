@@ -30,6 +30,7 @@ class NetGroup final : public Group {
     links_.rank = net_.rank;
     links_.size = n;
     links_.state = net_.state.get();
+    links_.local_send_completion = net_.local_send_completion;
     links_.wires.resize(n);
     links_.send_seq.assign(n, 0);
     links_.recv_seq.assign(n, 0);

@@ -85,8 +85,16 @@ struct RingEngine::Stream {
   size_t a = 0;  // first element of this stream's slice
   size_t m = 0;  // elements in the slice (per chunk for AllGather/RS)
   size_t piece = 0;
-  char* slots = nullptr;                // AllReduce in place: window pieces
-  char* rsbuf[2] = {nullptr, nullptr};  // ReduceScatter: double buffer
+  char* slots = nullptr;  // AllReduce in place: window pieces
+  // ReduceScatter: step t receives into slot rs(t): a double buffer when a
+  // send completes locally (TCP), else one slot per step, so no receive
+  // waits for a send that itself waits for the peer's receive.
+  char* rsbase = nullptr;
+  size_t rsstride = 0;
+  bool rsdouble = true;
+  char* rs(int t) const {
+    return rsbase + static_cast<size_t>(rsdouble ? (t & 1) : t) * rsstride;
+  }
   WireHeader sh{};
   WireHeader rh{};
   Msg hs;  // header out
@@ -215,8 +223,9 @@ void RingEngine::setup_stream(Stream& s, int w, int d, char* scratch) {
   s.sh = make_header(p.ctx.desc, p.send_seq[d]);
   s.rseq = p.recv_seq[d];
   s.slots = scratch;
-  s.rsbuf[0] = scratch;
-  s.rsbuf[1] = scratch + s.m * p.es;
+  s.rsbase = scratch;
+  s.rsstride = s.m * p.es;
+  s.rsdouble = links_.local_send_completion;
   // The message lists: every step's chunk in pieces.
   for (int side = 0; side < 2; ++side) {
     std::vector<size_t>& starts = ws.starts[d][side];
@@ -251,7 +260,9 @@ void RingEngine::run_wire(int w) {
   if (p.mode == Mode::AllReduce && p.in == p.out) {
     per_dir = kRingWindow * ring::piece_bytes(kRingPieceBytes, p.es);
   } else if (p.mode == Mode::ReduceScatter) {
-    per_dir = 2 * slice_bytes;
+    const size_t slots =
+        links_.local_send_completion ? 2 : static_cast<size_t>(links_.size - 1);
+    per_dir = slots * slice_bytes;
   }
   if (ws.scratch.size() < per_dir * p.dirs) {
     ws.scratch.resize(per_dir * p.dirs);
@@ -363,7 +374,7 @@ bool RingEngine::post_sends(Stream& s) const {
     } else if (p.mode == Mode::AllGather) {
       src = p.out + g.out_off + off;
     } else {
-      src = (t == 0 ? p.in + g.in_off : s.rsbuf[(t - 1) & 1]) + off;
+      src = (t == 0 ? p.in + g.in_off : s.rs(t - 1)) + off;
     }
     Msg& msg = (*s.sends)[s.sc.j];
     msg.prepare(nullptr, src, len);
@@ -386,14 +397,14 @@ bool RingEngine::post_recvs(Stream& s) const {
     const size_t len = std::min(s.piece, g.len - off);
     char* dst = nullptr;
     if (p.mode == Mode::ReduceScatter) {
-      if (t >= 2) {
-        // rsbuf[t & 1] is still being forwarded by send step t-1.
+      if (t >= 2 && s.rsdouble) {
+        // rs(t) is still being forwarded by send step t-1.
         const size_t sj = (*s.s_start)[static_cast<size_t>(t) - 1] + k;
         if (s.sc.j <= sj || !(*s.sends)[sj].done) {
           break;
         }
       }
-      dst = s.rsbuf[t & 1] + off;
+      dst = s.rs(t) + off;
     } else if (s.sch.reduces(t) && p.in == p.out) {
       dst = s.slots + (s.rc.j % kRingWindow) * s.piece;
     } else {

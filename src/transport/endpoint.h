@@ -154,6 +154,9 @@ struct Network {
   std::shared_ptr<void> keepalive;
   // "tcp", "ofi (tcp;ofi_rxm)": what carries the data, for backend_name().
   std::string transport = "tcp";
+  // Whether a send completes without the peer having posted its receive
+  // (true for TCP's socket buffer; libfabric may wait for the receiver).
+  bool local_send_completion = true;
   // Microseconds small ops spin before sleeping (-1: the group decides from
   // the core count).
   int spin_us = -1;

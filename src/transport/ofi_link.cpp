@@ -22,7 +22,7 @@ constexpr size_t kStage = kMsgHeaderBytes + kInline;
 // Longest sleep while a post waits for room (-FI_EAGAIN), and the safety
 // net under a completion queue's wait fd.
 constexpr int kEagainSleepMs = 1;
-constexpr int kFdSleepMs = 10;
+constexpr int kFdSleepMs = 1;
 
 struct Wire {
   std::shared_ptr<ofi::Domain> domain;  // outlives the endpoint
@@ -65,11 +65,14 @@ struct Queue {
 
 class OfiLink final : public Link {
  public:
+  // Tags name the group and the ordered pair, so messages of one pair never
+  // match another's receive even where a provider ignores the source.
   OfiLink(std::shared_ptr<Wire> wire, int member, uint64_t tag, int rank,
           int peer)
       : wire_(std::move(wire)),
         member_(member),
-        tag_(tag),
+        stag_(tag << 48 | uint64_t(rank) << 24 | uint64_t(peer)),
+        rtag_(tag << 48 | uint64_t(peer) << 24 | uint64_t(rank)),
         rank_(rank),
         peer_(peer),
         s_stage_(kStage),
@@ -204,7 +207,7 @@ class OfiLink final : public Link {
           std::memcpy(s_stage_.data() + kMsgHeaderBytes, m->buf, m->len);
         }
         s_req_ = ofi::Request{};
-        if (!ep.post_send(member_, tag_, s_stage_.data(),
+        if (!ep.post_send(member_, stag_, s_stage_.data(),
                           kMsgHeaderBytes + (small ? m->len : 0), s_req_)) {
           eagain_ = true;
           break;
@@ -217,7 +220,7 @@ class OfiLink final : public Link {
         p.need_req = true;
       }
       if (p.need_req && !p.req_posted) {
-        if (!ep.post_send(member_, tag_, m->buf, m->len, p.req)) {
+        if (!ep.post_send(member_, stag_, m->buf, m->len, p.req)) {
           eagain_ = true;
           break;
         }
@@ -236,7 +239,7 @@ class OfiLink final : public Link {
     ofi::Endpoint& ep = *wire_->ep;
     if (payload_ != nullptr) {
       Priv& p = priv(*payload_);
-      if (!ep.post_recv(member_, tag_, payload_->buf, payload_->len, p.req)) {
+      if (!ep.post_recv(member_, rtag_, payload_->buf, payload_->len, p.req)) {
         eagain_ = true;
         return any;
       }
@@ -254,14 +257,14 @@ class OfiLink final : public Link {
           break;
         }
         r_req_ = ofi::Request{};
-        if (!ep.post_recv(member_, tag_, r_stage_.data(), kStage, r_req_)) {
+        if (!ep.post_recv(member_, rtag_, r_stage_.data(), kStage, r_req_)) {
           eagain_ = true;
           break;
         }
         p.staged = true;
         r_owner_ = gate_ = m;
       } else {
-        if (!ep.post_recv(member_, tag_, m->buf, m->len, p.req)) {
+        if (!ep.post_recv(member_, rtag_, m->buf, m->len, p.req)) {
           eagain_ = true;
           break;
         }
@@ -342,7 +345,8 @@ class OfiLink final : public Link {
 
   std::shared_ptr<Wire> wire_;
   int member_;
-  uint64_t tag_;
+  uint64_t stag_;
+  uint64_t rtag_;
   int rank_;
   int peer_;
   Queue sends_, recvs_;              // posted, not yet issued
@@ -503,6 +507,7 @@ Network OfiNet::make_network(const Connections& control,
   net.op_timeout = control.op_timeout;
   net.state = control.state;
   net.transport = "ofi(" + provider() + ")";
+  net.local_send_completion = false;
   net.links.resize(n);
   for (size_t p = 0; p < n; ++p) {
     const int job = members.empty() ? static_cast<int>(p) : members[p];
