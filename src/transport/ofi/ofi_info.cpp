@@ -86,22 +86,32 @@ InfoPtr query(const std::string& provider, const std::string& domain, int* rc) {
 }
 
 std::string describe(const fi_info* list) {
-  // fi_getinfo repeats entries that differ only in attributes we do not
-  // print; list each provider/fabric/domain once.
-  std::vector<std::string> seen;
-  std::string out;
+  // "tcp;ofi_rxm (domains eth0, lo), shm (domain shm)": each provider once,
+  // its domains in fi_getinfo's order (entries repeat per fabric/address
+  // family).
+  std::vector<std::pair<std::string, std::vector<std::string>>> provs;
   for (const fi_info* i = list; i != nullptr; i = i->next) {
-    std::string one = i->fabric_attr->prov_name;
-    one += " (fabric ";
-    one += i->fabric_attr->name ? i->fabric_attr->name : "?";
-    one += ", domain ";
-    one += i->domain_attr->name ? i->domain_attr->name : "?";
-    one += ")";
-    if (std::find(seen.begin(), seen.end(), one) != seen.end()) {
-      continue;
+    std::string p = i->fabric_attr->prov_name;
+    std::string d = i->domain_attr->name ? i->domain_attr->name : "?";
+    auto it = std::find_if(provs.begin(), provs.end(),
+                           [&](const auto& e) { return e.first == p; });
+    if (it == provs.end()) {
+      provs.push_back({p, {}});
+      it = provs.end() - 1;
     }
-    seen.push_back(one);
-    out += (out.empty() ? "" : ", ") + one;
+    if (std::find(it->second.begin(), it->second.end(), d) ==
+        it->second.end()) {
+      it->second.push_back(d);
+    }
+  }
+  std::string out;
+  for (const auto& [p, ds] : provs) {
+    out += (out.empty() ? "" : ", ") + p +
+           (ds.size() == 1 ? " (domain " : " (domains ");
+    for (size_t k = 0; k < ds.size(); ++k) {
+      out += (k ? ", " : "") + ds[k];
+    }
+    out += ")";
   }
   return out.empty() ? "none" : out;
 }
