@@ -79,3 +79,5 @@ foreach(_m IN LISTS _jaccl_missing)
 endforeach()
 unset(_jaccl_built)
 unset(_jaccl_missing)
+
+include(${CMAKE_CURRENT_LIST_DIR}/deps_pmix.cmake)

@@ -3,7 +3,7 @@
 // decoder, the ServerHandshake state machine fed in fuzzer-chosen pieces over
 // a socketpair (sometimes with a well-formed Hello and a correct proof, so the
 // fuzzer also reaches the states after them), rank 0's admission rule, and the
-// star's request/reply headers. Built by scripts/build-fuzz.sh.
+// star's request/reply headers. Built by fuzz/CMakeLists.txt (-DJACCL_FUZZ=ON).
 #include <fuzzer/FuzzedDataProvider.h>
 #include <sys/socket.h>
 #include <unistd.h>

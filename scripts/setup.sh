@@ -3,14 +3,17 @@
 set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  dpkg-dev file
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libssl-dev
   libhiredis-dev redis-server
   libopenmpi-dev openmpi-bin
   libfabric-dev libfabric-bin
+  libpmix-dev slurm-wlm munge
   pybind11-dev python3-dev python3-numpy python3-pytest python3-zmq
   libzmq3-dev cppzmq-dev
   libgloo-dev iperf3 gnuplot-nox
+  python3-torch libtorch-dev
   iproute2 procps
 )
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need, builds, and runs the whole test suite.
+# Installs what the tests need, builds everything (tests, tools, Python,
+# benchmarks: what quickstart.sh leaves out), and runs the whole test suite.
 # Extra arguments go to ctest (e.g. -L coordinator, -R Ring).
 set -euo pipefail
 cd "$(dirname "$0")/.."

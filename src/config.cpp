@@ -9,8 +9,10 @@
 #include <string_view>
 
 #include "bootstrap/mpi_channel.h"
+#include "bootstrap/pmix_channel.h"
 #include "bootstrap/uri.h"
 #include "common/env.h"
+#include "common/log.h"
 #include "common/net.h"
 #include "jaccl/jaccl.h"
 
@@ -231,6 +233,20 @@ Config& Config::set_wires(int wires) {
 
 Config& Config::set_side_channel(std::string uri) {
   side_channel_ = std::move(uri);
+  // pmix:// knows rank and size: take PMIx's where none was given.
+  if (side_channel_.rfind("pmix://", 0) == 0 && (rank_ < 0 || size_ < 1)) {
+    int r = -1, n = 0;
+    try {
+      if (detail::pmix_rank_size(&r, &n)) {
+        if (rank_ < 0)
+          set_rank(r);
+        if (size_ < 1)
+          set_size(n);
+      }
+    } catch (const Error& e) {
+      record(std::string(e.what()).substr(8));  // drop "[jaccl] "
+    }
+  }
   return *this;
 }
 
@@ -296,6 +312,34 @@ bool Config::is_valid_ring() const {
   return true;
 }
 
+namespace {
+
+// Under srun or a PMIx launcher: what to do about a missing side channel.
+std::string launcher_hint() {
+  const bool built = detail::pmix_channel_built();
+  if (detail::env_get(EnvVar::PmixNamespace) && !built) {
+    return "; a PMIx launcher started this process but this build has no "
+           "pmix:// side channel: install libpmix-dev and reconfigure, or set "
+           "JACCL_SIDE_CHANNEL (file:///shared/dir, redis://host, mpi://) or "
+           "JACCL_COORDINATOR";
+  }
+  if (!detail::env_get(EnvVar::SlurmRank) ||
+      detail::env_get(EnvVar::PmixNamespace)) {
+    return "";
+  }
+  if (built) {
+    return "; under srun, run `srun --mpi=pmix` (jaccl then uses the "
+           "pmix:// side channel by itself) or set JACCL_SIDE_CHANNEL "
+           "(file:///shared/dir, redis://host) or JACCL_COORDINATOR";
+  }
+  return "; under srun, set JACCL_SIDE_CHANNEL (file:///shared/dir, "
+         "redis://host) or JACCL_COORDINATOR (this build has no pmix:// side "
+         "channel: install libpmix-dev and reconfigure to use `srun "
+         "--mpi=pmix`)";
+}
+
+}  // namespace
+
 std::string Config::invalid_reason() const {
   std::vector<std::string> why = problems_;
   // Whether from_env already recorded this problem with the variable's name.
@@ -333,7 +377,8 @@ std::string Config::invalid_reason() const {
         "MLX_JACCL_COORDINATOR or Config::set_coordinator), a side-channel "
         "URI (JACCL_SIDE_CHANNEL or Config::set_side_channel), an all-gather "
         "function (Config::set_all_gather) or an all-gather factory "
-        "(Config::set_all_gather_factory or init(strict, factory))");
+        "(Config::set_all_gather_factory or init(strict, factory))" +
+        launcher_hint());
   } else if (!coordinator_.empty() && side_channel_.empty() &&
              !all_gather_fn_ && !all_gather_factory_ &&
              !mentions("='" + coordinator_ + "' is not host:port")) {
@@ -451,6 +496,17 @@ Config Config::from_env() {
           cfg.set_size(n);
       }
     }
+  }
+  // Started by a PMIx launcher (srun --mpi=pmix, mpirun) and nothing named:
+  // its PMIx server is the side channel.
+  if (!get(EnvVar::SideChannel) && !get(EnvVar::Coordinator) &&
+      get(EnvVar::PmixNamespace) && detail::pmix_channel_built()) {
+    JACCL_LOG(Info, "rank " << cfg.rank_
+                            << ": no coordinator or side channel named and "
+                               "PMIx launched this process (PMIX_NAMESPACE="
+                            << get(EnvVar::PmixNamespace)
+                            << "): using side channel pmix://");
+    cfg.set_side_channel("pmix://");
   }
   if (get(EnvVar::Job))
     cfg.set_job(get(EnvVar::Job));

@@ -341,8 +341,42 @@ std::vector<char> SideChannel::all_gather(const void* src, size_t n) {
 }
 
 std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
+  // Contributions are set-up metadata (cards): a length past this is a
+  // corrupt or hostile slot, refused before anything is allocated for it.
+  constexpr uint64_t kMaxPart = uint64_t(16) << 20;
+  if (mine.size() > kMaxPart) {
+    raise(ErrorKind::Usage,
+          "side-channel all-gather of " + std::to_string(mine.size()) +
+              " bytes from one rank is too large (at most " +
+              std::to_string(kMaxPart) + ")",
+          {.rank = rank_});
+  }
   uint64_t len = mine.size();
   auto lens = all_gather_value(len);
+  std::vector<int> oversized;
+  for (size_t r = 0; r < lens.size(); ++r) {
+    if (lens[r] > kMaxPart) {
+      oversized.push_back(static_cast<int>(r));
+    }
+  }
+  if (!oversized.empty()) {
+    raise(ErrorKind::Protocol,
+          "side-channel call #" + std::to_string(seq_ - 1) + " (" +
+              description_ + "): " + ranks_phrase(oversized) + " announced " +
+              std::to_string(lens[static_cast<size_t>(oversized.front())]) +
+              " bytes, more than the " + std::to_string(kMaxPart) +
+              " a side-channel contribution may have",
+          {.rank = rank_});
+  }
+  if (lens[static_cast<size_t>(rank_)] != len) {
+    raise(ErrorKind::Protocol,
+          "side-channel call #" + std::to_string(seq_ - 1) + " (" +
+              description_ + "): this rank's own slot came back with length " +
+              std::to_string(lens[static_cast<size_t>(rank_)]) +
+              " instead of " + std::to_string(len) +
+              ": the all-gather does not return every input unchanged",
+          {.rank = rank_});
+  }
   uint64_t longest = *std::max_element(lens.begin(), lens.end());
   std::vector<std::string> out(static_cast<size_t>(size_));
   if (longest == 0) {

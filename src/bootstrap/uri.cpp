@@ -9,6 +9,7 @@
 
 #include "bootstrap/file_channel.h"
 #include "bootstrap/mpi_channel.h"
+#include "bootstrap/pmix_channel.h"
 #include "bootstrap/redis_channel.h"
 #include "bootstrap/tcp_star.h"
 #include "common/bytes.h"
@@ -21,7 +22,7 @@ namespace {
 
 constexpr const char* kSchemes =
     "tcp://host:port, file:///shared/dir, redis://host[:port][/prefix], "
-    "mpi://";
+    "mpi://, pmix://";
 
 [[noreturn]] void bad_uri(std::string_view uri, const std::string& why,
                           int rank = -1) {
@@ -157,6 +158,11 @@ ParsedSideChannelUri parse_side_channel_uri(std::string_view uri) {
     if (!rest.empty()) {
       bad_uri(uri, "mpi:// takes no host or path");
     }
+  } else if (scheme == "pmix") {
+    out.scheme = SideChannelScheme::Pmix;
+    if (!rest.empty()) {
+      bad_uri(uri, "pmix:// takes no host or path");
+    }
   } else {
     bad_uri(uri,
             "unknown scheme '" + scheme + "'; expected one of " + kSchemes);
@@ -190,6 +196,7 @@ AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
   auto p = parse_side_channel_uri(spec.uri);
   const std::string shown = redact_uri(spec.uri);
   if (p.scheme != SideChannelScheme::Mpi &&
+      p.scheme != SideChannelScheme::Pmix &&
       (spec.size < 1 || spec.rank < 0 || spec.rank >= spec.size)) {
     raise(ErrorKind::Config,
           "side channel " + shown + " needs a rank in 0..size-1, got rank " +
@@ -237,6 +244,8 @@ AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
     }
     case SideChannelScheme::Mpi:
       return make_mpi_channel(spec.rank, spec.size);
+    case SideChannelScheme::Pmix:
+      return make_pmix_channel(spec.rank, spec.size, spec.timeout);
   }
   raise(ErrorKind::Internal, "unhandled side-channel scheme");
 }

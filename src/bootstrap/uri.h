@@ -7,6 +7,8 @@
 //                                   Redis server (redis_channel.h); port 6379,
 //                                   prefix "jaccl" by default
 //   mpi://                          MPI_Allgather (mpi_channel.h)
+//   pmix://                         PMIx put/commit/fence/get under srun
+//                                   --mpi=pmix or mpirun (pmix_channel.h)
 //
 // file:// and redis:// keep each job in its own namespace named by the job
 // id (job_id()). Without JACCL_JOB and without a token every job is
@@ -26,14 +28,14 @@ namespace jaccl::detail {
 
 struct SideChannelSpec {
   std::string uri;
-  int rank = -1;      // mpi:// only: -1 = take MPI's
-  int size = 0;       // mpi:// only: 0 = take MPI's
+  int rank = -1;      // mpi://, pmix:// only: -1 = take MPI's / PMIx's
+  int size = 0;       // mpi://, pmix:// only: 0 = take MPI's / PMIx's
   std::string job;    // JACCL_JOB ("" = derive, see job_id())
   std::string token;  // job token ("" = none)
   Millis timeout{60000};
 };
 
-enum class SideChannelScheme { Tcp, File, Redis, Mpi };
+enum class SideChannelScheme { Tcp, File, Redis, Mpi, Pmix };
 
 // A parsed URI (no connection made). Errors are ConfigErrors naming the URI.
 struct ParsedSideChannelUri {
@@ -55,7 +57,7 @@ std::string redact_uri(std::string_view uri);
 // SHA-256 of the token, else "default".
 std::string job_id(std::string_view job_env, std::string_view token);
 
-// Builds the channel. rank/size must be valid except for mpi://.
+// Builds the channel. rank/size must be valid except for mpi:// and pmix://.
 AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec);
 
 }  // namespace jaccl::detail

@@ -36,7 +36,7 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
     {EnvVar::Transport, "JACCL_TRANSPORT", nullptr, "auto",
      "data plane: auto, tcp, shm or ofi"},
     {EnvVar::SideChannel, "JACCL_SIDE_CHANNEL", nullptr, "unset",
-     "side channel URI: tcp://, file://, redis://, mpi://"},
+     "side channel URI: tcp://, file://, redis://, mpi://, pmix://"},
     {EnvVar::Job, "JACCL_JOB", nullptr, "(from token)",
      "job id that namespaces file and Redis side channels"},
     {EnvVar::HeartbeatTimeout, "JACCL_HEARTBEAT_TIMEOUT", nullptr, "10",
@@ -61,6 +61,9 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "size under a PMI launcher"},
     {EnvVar::SlurmRank, "SLURM_PROCID", nullptr, "unset", "rank under srun"},
     {EnvVar::SlurmSize, "SLURM_NTASKS", nullptr, "unset", "size under srun"},
+    {EnvVar::PmixNamespace, "PMIX_NAMESPACE", nullptr, "unset",
+     "set by a PMIx launcher (srun --mpi=pmix, mpirun): with no coordinator "
+     "or side channel named, pmix:// is used"},
 }};
 
 constexpr bool table_in_order() {

@@ -33,6 +33,7 @@ enum class EnvVar {
   PmiSize,
   SlurmRank,
   SlurmSize,
+  PmixNamespace,
   Count_,  // keep last
 };
 

@@ -725,6 +725,55 @@ TEST(SideChannelErrors, SlotsOutOfOrder) {
                  {"the slot of rank 0 holds the input of rank 1"});
 }
 
+// Found by fuzz/fuzz_side_channel: a slot announcing an enormous length in
+// all_gather_bytes made every rank try to allocate it. Now it is refused,
+// naming the rank, before anything is allocated.
+TEST(SideChannelErrors, AllGatherBytesRefusesAnOversizedLength) {
+  SideChannel sc(
+      0, 2, kFp,
+      [](const char* src, char* dst, size_t n) {
+        std::memcpy(dst, src, n);
+        std::memcpy(dst + n, src, n);
+        Header h = header_at(src);
+        h.rank = 1;
+        put_header(dst + n, h);
+        if (n > SideChannel::kHeaderBytes) {  // rank 1's length: 1 TiB
+          uint64_t huge = uint64_t(1) << 40;
+          std::memcpy(dst + n + SideChannel::kHeaderBytes, &huge, sizeof(huge));
+        }
+      },
+      "oversized", kLong, false);
+  try {
+    sc.all_gather_bytes("card");
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_HAS(std::string(e.what()), "rank 1 announced 1099511627776 bytes");
+  }
+  std::string big((16 << 20) + 1, 'x');
+  EXPECT_THROW(sc.all_gather_bytes(big), UsageError);
+}
+
+// Also found by the fuzzer: an all-gather that changed this rank's own
+// length made the padded copy overflow. Now a ProtocolError.
+TEST(SideChannelErrors, AllGatherBytesChecksItsOwnLength) {
+  SideChannel sc(
+      0, 1, kFp,
+      [](const char* src, char* dst, size_t n) {
+        std::memcpy(dst, src, n);
+        if (n > SideChannel::kHeaderBytes) {
+          dst[SideChannel::kHeaderBytes] = 1;  // length 4 -> 1
+        }
+      },
+      "shrinking", kLong, false);
+  try {
+    sc.all_gather_bytes("card");
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_HAS(std::string(e.what()),
+               "own slot came back with length 1 instead of 4");
+  }
+}
+
 TEST(SideChannelErrors, AnotherProtocolVersion) {
   SideChannel sc(
       0, 2, kFp,

@@ -1,0 +1,188 @@
+# Bootstrap through pmix:// under a real Slurm (srun --mpi=pmix) and under
+# Open MPI's mpirun: wall time of the whole launch to a first all_sum
+# (bench/first_allreduce), beside the launcher starting the same number of
+# `true` processes, which is the ceiling jaccl is judged against (target:
+# srun + pmix:// within 1.2x of `srun -n N true`).
+#
+# The Slurm is the tests' single-node one (tests/support/slurm-test-cluster.sh:
+# munged, slurmctld, slurmd on loopback in a temporary directory, 128 CPUs
+# claimed), started and stopped here.
+import json
+import os
+import statistics
+import subprocess
+
+TITLE = "Bootstrap through pmix:// under srun and mpirun"
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
+          "--mca", "oob_tcp_if_include", "lo"]
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def run(ctx):
+    log, runc = ctx["log"], ctx["run"]
+    quick = ctx["quick"]
+    reps = max(1, min(ctx["reps"], 5))
+    ns = [2, 8] if quick else [2, 4, 8, 16, 32, 64]
+    first = ctx["exe"]["first_allreduce"]
+    script = os.path.join(ctx["root"], "tests", "support",
+                          "slurm-test-cluster.sh")
+    cdir = os.path.join(ctx["tmpdir"], "slurm-pmix-bench")
+    os.makedirs(cdir, exist_ok=True)
+    out, _, _ = runc([script, "start", cdir, "128", str(os.getpid())],
+                     timeout=120)
+    conf = out.strip().splitlines()[-1]
+    senv = {"SLURM_CONF": conf}
+    res = {"ns": ns, "reps": reps, "rows": {}, "notes": [],
+           "load_before": open("/proc/loadavg").read().split()[:3]}
+    try:
+        slurm_version = subprocess.run(["srun", "--version"], env=dict(
+            os.environ, **senv), capture_output=True, text=True).stdout.strip()
+        res["slurm"] = slurm_version
+        res["mpi"] = (subprocess.run(["mpirun", "--version"],
+                                     capture_output=True, text=True)
+                      .stdout.strip().splitlines() or [""])[0]
+        cases = {
+            "srun_true": (["srun", "-n", "{n}", "true"], senv),
+            "srun_pmix_true": (["srun", "-n", "{n}", "--mpi=pmix", "true"],
+                               senv),
+            # The same program stopped by a ConfigError before any PMIx
+            # call: srun's PMIx set-up plus starting and loading the
+            # program, without bootstrap.
+            "srun_pmix_noinit": (["srun", "-n", "{n}", "--mpi=pmix", first],
+                                 dict(senv, JACCL_SIDE_CHANNEL="none://")),
+            "srun_pmix_jaccl": (["srun", "-n", "{n}", "--mpi=pmix", first],
+                                dict(senv, JACCL_SIDE_CHANNEL="pmix://")),
+            "mpirun_true": (MPIRUN + ["-n", "{n}", "true"], None),
+            "mpirun_pmix_jaccl": (MPIRUN + ["-n", "{n}", "-x",
+                                            "JACCL_SIDE_CHANNEL=pmix://",
+                                            first], None),
+        }
+        failed = set()  # (case, n): a case that failed is not retried
+        for n in ns:
+            row = {k: [] for k in cases}
+            row["srun_init_ms"], row["mpirun_init_ms"] = [], []
+            for rep in range(reps):
+                # Rotate the order so drift in the machine's load spreads
+                # over every case.
+                keys = list(cases)
+                keys = keys[rep % len(keys):] + keys[:rep % len(keys)]
+                for k in keys:
+                    # A launcher that hung at a smaller size is not retried
+                    # at a larger one (each try costs its whole timeout).
+                    if any(fk == k and fn <= n for fk, fn in failed):
+                        continue
+                    tmpl, env = cases[k]
+                    cmd = [c.replace("{n}", str(n)) for c in tmpl]
+                    try:
+                        o, _, wall = runc(cmd,
+                                          timeout=30 if quick else 120,
+                                          env=env,
+                                          record=(rep == 0),
+                                          check=not k.endswith("_noinit"))
+                    except RuntimeError as e:
+                        res["notes"].append(
+                            f"{k} n={n}: {str(e).splitlines()[0]} (not "
+                            f"retried, nor at larger sizes)")
+                        log("   FAILED " + res["notes"][-1])
+                        failed.add((k, n))
+                        continue
+                    row[k].append(wall)
+                    if k.endswith("_jaccl"):
+                        for line in o.splitlines():
+                            if line.startswith("{") and '"init_ms"' in line:
+                                js = json.loads(line)
+                                row[k.split("_")[0] + "_init_ms"].append(
+                                    js["init_ms"])
+                                if not js.get("ok"):
+                                    res["notes"].append(
+                                        f"{k} n={n}: wrong all_sum")
+            res["rows"][str(n)] = {k: _median(v) for k, v in row.items()}
+            r = res["rows"][str(n)]
+            log(f"   n={n}: srun true {r['srun_true'] or float('nan'):.2f} s, srun+pmix:// "
+                f"{r['srun_pmix_jaccl'] or float('nan'):.2f} s, mpirun true "
+                f"{r['mpirun_true'] or float('nan'):.2f} s, mpirun+pmix:// "
+                f"{r['mpirun_pmix_jaccl'] or float('nan'):.2f} s")
+    finally:
+        runc([script, "stop", cdir], timeout=60, check=False)
+    res["load_after"] = open("/proc/loadavg").read().split()[:3]
+    return res
+
+
+def render(res):
+    def s(x):
+        return "—" if x is None else f"{x:.2f}"
+
+    def ms(x):
+        return "—" if x is None else f"{x:.0f}"
+
+    def ratio(a, b):
+        return "—" if a is None or not b else f"{a / b:.2f}x"
+
+    out = [
+        "Wall time (s, median of "
+        f"{res['reps']}) of the whole launch to a first 4-byte all_sum "
+        "through `pmix://` (`bench/first_allreduce`, rank and size from "
+        "PMIx, no coordinator port, no MPI calls), beside the launcher "
+        "starting the same number of `true` processes — the ceiling. "
+        "Slurm is a real single-node slurmctld + slurmd on loopback "
+        "(`tests/support/slurm-test-cluster.sh`, 128 CPUs claimed on a "
+        "2-core machine); \"program, no init\" is `srun --mpi=pmix "
+        "first_allreduce` stopped by a ConfigError before any PMIx call "
+        "(srun's PMIx set-up, starting and loading the program: its "
+        "libraries include libmpi, libpmix, libssl); init is rank 0's time "
+        "inside `jaccl::init` (ms: PMIx_Init, the side-channel calls, the "
+        "shared-memory set-up). "
+        "Target: `srun --mpi=pmix` + `pmix://` within 1.2x of "
+        "`srun -n N true`.",
+        "",
+        f"{res.get('slurm', '')}; {res.get('mpi', '')}; load "
+        f"{' '.join(res['load_before'])} before, "
+        f"{' '.join(res['load_after'])} after.",
+        "",
+        "| ranks | `srun true` | `srun --mpi=pmix true` | program, no init "
+        "| srun + `pmix://` | vs `srun true` | vs `srun --mpi=pmix true` "
+        "| init (ms) | `mpirun true` | mpirun + `pmix://` "
+        "| vs `mpirun true` | init (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in res["ns"]:
+        r = res["rows"].get(str(n))
+        if not r:
+            continue
+        out.append(
+            f"| {n} | {s(r['srun_true'])} | {s(r['srun_pmix_true'])} "
+            f"| {s(r.get('srun_pmix_noinit'))} "
+            f"| {s(r['srun_pmix_jaccl'])} "
+            f"| {ratio(r['srun_pmix_jaccl'], r['srun_true'])} "
+            f"| {ratio(r['srun_pmix_jaccl'], r['srun_pmix_true'])} "
+            f"| {ms(r['srun_init_ms'])} | {s(r['mpirun_true'])} "
+            f"| {s(r['mpirun_pmix_jaccl'])} "
+            f"| {ratio(r['mpirun_pmix_jaccl'], r['mpirun_true'])} "
+            f"| {ms(r['mpirun_init_ms'])} |")
+    out += [
+        "",
+        "Reading: the ratio to `srun true` is the target's; it splits into "
+        "Slurm's own PMIx set-up of a step (`srun --mpi=pmix true` against "
+        "`srun true`), starting and loading a real program instead of "
+        "`true` (\"program, no init\"), and `jaccl::init` (PMIx_Init, a few "
+        "put/commit/fence/get rounds, the shared-memory segment), which on "
+        "a machine with fewer cores than ranks waits for the slowest rank "
+        "to be scheduled. Figures taken on a loaded machine (see the load "
+        "above) are upper bounds.",
+    ]
+    if any(x.startswith("mpirun_true") for x in res["notes"]):
+        out += [
+            "",
+            "`mpirun -n N true` never returns here for N >= 32 (Open MPI "
+            "4.1.4: ranks that exit at once without touching PMIx; `sh -c "
+            "'sleep 0.2'` returns), so that column stops where it hung; "
+            "mpirun + `pmix://` is unaffected.",
+        ]
+    if res["notes"]:
+        out += ["", "Notes:"] + [f"- {x}" for x in res["notes"]]
+    return out

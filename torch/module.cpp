@@ -1,0 +1,48 @@
+// Copyright 2026 the jaccl authors.
+// The Python module jaccl_torch: importing it registers the torch.distributed
+// backend "jaccl", so init_process_group("jaccl") / new_group(backend="jaccl")
+// create a ProcessGroupJaccl over the store torch made for the group.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "process_group.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// init_process_group's creator: (store, rank, world_size, timeout). The
+// bootstrap blocks on the other ranks, so the GIL is released meanwhile.
+c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    std::chrono::milliseconds timeout) {
+  py::gil_scoped_release no_gil;
+  return c10::make_intrusive<jaccl_torch::ProcessGroupJaccl>(
+      store, rank, world_size, timeout);
+}
+
+std::string data_plane(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+  auto* j = dynamic_cast<jaccl_torch::ProcessGroupJaccl*>(pg.get());
+  TORCH_CHECK(j != nullptr, "jaccl_torch.data_plane: process group backend '",
+              pg->getBackendName(), "' is not jaccl");
+  return j->data_plane();
+}
+
+}  // namespace
+
+PYBIND11_MODULE(jaccl_torch, m) {
+  m.doc() =
+      "torch.distributed backend 'jaccl': import registers it; then "
+      "dist.init_process_group('jaccl', ...).";
+  py::module_ dist = py::module_::import("torch.distributed");
+  m.def("_create_process_group", &create_process_group, py::arg("store"),
+        py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
+        "The creator torch calls for backend 'jaccl'.");
+  m.def("data_plane", &data_plane, py::arg("group"),
+        "The jaccl data plane of a jaccl process group (e.g. 'shm', 'tcp').");
+  m.attr("BACKEND") = "jaccl";
+  py::object backend = dist.attr("Backend");
+  if (!py::hasattr(backend, "JACCL")) {
+    backend.attr("register_backend")("jaccl", m.attr("_create_process_group"));
+  }
+}

@@ -1,0 +1,477 @@
+// Copyright 2026 the jaccl authors.
+#include "process_group.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "algorithms.h"
+#include "op_checks.h"
+#include "store_all_gather.h"
+
+namespace jaccl_torch {
+
+using c10d::ReduceOp;
+
+// ---- Work ---------------------------------------------------------------
+
+JacclWork::JacclWork(int rank, c10d::OpType type,
+                     std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))) {}
+
+void JacclWork::complete(std::exception_ptr error) {
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+// ---- the process group ----------------------------------------------------
+
+ProcessGroupJaccl::ProcessGroupJaccl(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout)
+    : BackendBase(rank, size) {
+  jaccl::Config cfg = jaccl::Config::from_env();
+  cfg.set_rank(rank)
+      .set_size(size)
+      .set_timeout(timeout)
+      .set_op_timeout(timeout)
+      .set_all_gather_factory(store_all_gather_factory(store, timeout));
+  group_ = jaccl::init(cfg, /*strict=*/true);
+  init();
+  worker_ = std::thread([this] { worker_loop(); });
+}
+
+ProcessGroupJaccl::~ProcessGroupJaccl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  // Ops still queued run first: each is bounded by the op timeout, and after
+  // a failure the jaccl group fails them at once.
+  if (worker_.joinable())
+    worker_.join();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::enqueue(
+    c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
+    std::function<void()> run) {
+  auto work = c10::make_intrusive<JacclWork>(rank_, type, std::move(outputs));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TORCH_CHECK(!stop_, "jaccl_torch: ", name,
+                ": the process group is being destroyed");
+    queue_.push_back(Task{work, name, std::move(run)});
+  }
+  cv_.notify_one();
+  return work;
+}
+
+void ProcessGroupJaccl::worker_loop() {
+  // Ops copy into and out of user tensors (non-contiguous ones, lists):
+  // that is data movement, not something autograd should record.
+  at::NoGradGuard no_grad;
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty())
+        return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      task.run();
+    } catch (const std::exception& e) {
+      // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
+      error = std::make_exception_ptr(std::runtime_error(
+          std::string("jaccl_torch: ") + task.name + " failed: " + what_of(e)));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    task.work->complete(error);
+  }
+}
+
+void ProcessGroupJaccl::allreduce_dense(at::Tensor& t, const ReduceOp& op) {
+  const int dt = find_dtype(t);
+  void* p = t.data_ptr();
+  const size_t n = nbytes(t);
+  switch (op.op_) {
+    case ReduceOp::SUM:
+      group_->all_sum(p, p, n, dt);
+      return;
+    case ReduceOp::AVG:
+      group_->all_sum(p, p, n, dt);
+      t.div_(size_);
+      return;
+    case ReduceOp::MAX:
+      group_->all_max(p, p, n, dt);
+      return;
+    case ReduceOp::MIN:
+      group_->all_min(p, p, n, dt);
+      return;
+    default:
+      break;
+  }
+  // PRODUCT, BAND, BOR, BXOR (jaccl has no such reduction): all-gather, then
+  // every rank reduces the inputs in rank order, so all hold the same bytes.
+  at::Tensor all = at::empty({size_, t.numel()}, t.options());
+  group_->all_gather(p, all.data_ptr(), n);
+  at::Tensor acc = all[0].clone();
+  for (int r = 1; r < size_; ++r) {
+    switch (op.op_) {
+      case ReduceOp::PRODUCT:
+        acc.mul_(all[r]);
+        break;
+      case ReduceOp::BAND:
+        acc.bitwise_and_(all[r]);
+        break;
+      case ReduceOp::BOR:
+        acc.bitwise_or_(all[r]);
+        break;
+      default:
+        acc.bitwise_xor_(all[r]);
+        break;
+    }
+  }
+  t.view({-1}).copy_(acc);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "all_reduce");
+  check_reducible(t, opts.reduceOp, "all_reduce");
+  return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", {t},
+                 [this, t, op = opts.reduceOp] {
+                   Dense d(t);
+                   allreduce_dense(d.t, op);
+                   d.write_back();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce(
+    std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "reduce");
+  check_reducible(t, opts.reduceOp, "reduce");
+  check_root(opts.rootRank, size_, "reduce");
+  const int root = static_cast<int>(opts.rootRank);
+  // An all-reduce; ranks other than the root reduce a copy, so their tensor
+  // keeps its input.
+  return enqueue(c10d::OpType::REDUCE, "reduce", {t},
+                 [this, t, root, op = opts.reduceOp] {
+                   Dense d(t, /*copy=*/rank_ != root);
+                   allreduce_dense(d.t, op);
+                   if (rank_ == root)
+                     d.write_back();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(tensors, "broadcast");
+  check_cpu(t, "broadcast");
+  check_root(opts.rootRank, size_, "broadcast");
+  const int root = static_cast<int>(opts.rootRank);
+  return enqueue(c10d::OpType::BROADCAST, "broadcast", {t}, [this, t, root] {
+    Dense d(t);
+    group_->broadcast(d.ptr(), d.bytes(), root);
+    if (rank_ != root)
+      d.write_back();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  const at::Tensor& in = single(inputs, "all_gather");
+  check_cpu(in, "all_gather");
+  TORCH_CHECK(outputs.size() == 1,
+              "jaccl_torch: all_gather: one output list per process, got ",
+              outputs.size());
+  const std::vector<at::Tensor> outs = outputs[0];
+  check_list(outs, in, size_, "all_gather", "the output list");
+  return enqueue(c10d::OpType::ALLGATHER, "all_gather", outs, [this, in, outs] {
+    Dense d(in);
+    // The list's tensors are separate buffers: gather into
+    // one, then copy each part out.
+    at::Tensor all = at::empty({size_, in.numel()}, in.options());
+    group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
+    for (int r = 0; r < size_; ++r) {
+      outs[r].copy_(all[r].view(outs[r].sizes()));
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  check_cpu(input, "all_gather_into_tensor");
+  check_cpu(output, "all_gather_into_tensor");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "jaccl_torch: all_gather_into_tensor: output dtype ",
+              output.scalar_type(), ", input ", input.scalar_type());
+  TORCH_CHECK(output.numel() == input.numel() * size_,
+              "jaccl_torch: all_gather_into_tensor: output has ",
+              output.numel(), " elements, expected ", size_, " x ",
+              input.numel());
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor",
+                 {output}, [this, in = input, out = output] {
+                   Dense din(in, /*copy=*/in.is_alias_of(out));
+                   Dense dout(out);
+                   group_->all_gather(din.ptr(), dout.ptr(), din.bytes());
+                   dout.write_back();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::gather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "gather");
+  check_cpu(in, "gather");
+  check_root(opts.rootRank, size_, "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1,
+                "jaccl_torch: gather: the root needs one output list, got ",
+                outputs.size());
+    outs = outputs[0];
+    check_list(outs, in, size_, "gather", "the gather list");
+  } else {
+    TORCH_CHECK(outputs.empty(),
+                "jaccl_torch: gather: only the root passes a gather list");
+  }
+  // An all-gather (jaccl has no gather); the root copies the parts out.
+  return enqueue(c10d::OpType::GATHER, "gather", outs, [this, in, outs, root] {
+    Dense d(in);
+    at::Tensor all = at::empty({size_, in.numel()}, in.options());
+    group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
+    if (rank_ != root)
+      return;
+    for (int r = 0; r < size_; ++r) {
+      outs[r].copy_(all[r].view(outs[r].sizes()));
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "scatter");
+  check_cpu(out, "scatter");
+  check_root(opts.rootRank, size_, "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> ins;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1,
+                "jaccl_torch: scatter: the root needs one scatter list, got ",
+                inputs.size());
+    ins = inputs[0];
+    check_list(ins, out, size_, "scatter", "the scatter list");
+  } else {
+    TORCH_CHECK(inputs.empty(),
+                "jaccl_torch: scatter: only the root passes a scatter list");
+  }
+  // jaccl has no scatter: the root sends each rank its part, in rank order.
+  return enqueue(c10d::OpType::SCATTER, "scatter", {out},
+                 [this, out, ins, root] {
+                   if (rank_ != root) {
+                     Dense d(out);
+                     group_->recv(d.ptr(), d.bytes(), root);
+                     d.write_back();
+                     return;
+                   }
+                   for (int r = 0; r < size_; ++r) {
+                     if (r == root) {
+                       out.copy_(ins[r].view(out.sizes()));
+                       continue;
+                     }
+                     Dense d(ins[r]);
+                     group_->send(d.ptr(), d.bytes(), r);
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce_scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "reduce_scatter");
+  check_reducible(out, opts.reduceOp, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1,
+              "jaccl_torch: reduce_scatter: one input list per process, got ",
+              inputs.size());
+  const std::vector<at::Tensor> ins = inputs[0];
+  check_list(ins, out, size_, "reduce_scatter", "the input list");
+  return enqueue(
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out},
+      [this, out, ins, op = opts.reduceOp] {
+        // jaccl reduces one buffer: the list is copied into it.
+        at::Tensor flat = at::empty({size_, out.numel()}, out.options());
+        for (int r = 0; r < size_; ++r) {
+          flat[r].copy_(ins[r].reshape({-1}));
+        }
+        reduce_scatter_flat(flat, out, op);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::ReduceScatterOptions& opts) {
+  check_reducible(output, opts.reduceOp, "reduce_scatter_tensor");
+  check_cpu(input, "reduce_scatter_tensor");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "jaccl_torch: reduce_scatter_tensor: output dtype ",
+              output.scalar_type(), ", input ", input.scalar_type());
+  TORCH_CHECK(input.numel() == output.numel() * size_,
+              "jaccl_torch: reduce_scatter_tensor: input has ", input.numel(),
+              " elements, expected ", size_, " x ", output.numel());
+  return enqueue(
+      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output},
+      [this, in = input, out = output, op = opts.reduceOp] {
+        // The fallback reductions work in place: they get a copy,
+        // as does an input that shares memory with the output.
+        const bool sum = op.op_ == ReduceOp::SUM || op.op_ == ReduceOp::AVG;
+        Dense din(in, /*copy=*/!sum || in.is_alias_of(out));
+        reduce_scatter_flat(din.t.view({size_, -1}), out, op);
+      });
+}
+
+void ProcessGroupJaccl::reduce_scatter_flat(at::Tensor flat,
+                                            const at::Tensor& out,
+                                            const ReduceOp& op) {
+  if (op.op_ == ReduceOp::SUM || op.op_ == ReduceOp::AVG) {
+    Dense d(out);
+    group_->sum_scatter(flat.data_ptr(), d.ptr(), d.bytes(), find_dtype(out));
+    if (op.op_ == ReduceOp::AVG)
+      d.t.div_(size_);
+    d.write_back();
+    return;
+  }
+  // jaccl's reduce-scatter sums only: all-reduce the whole, keep this part.
+  allreduce_dense(flat, op);
+  out.copy_(flat[rank_].view(out.sizes()));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall_base(
+    at::Tensor& output, at::Tensor& input,
+    std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  check_cpu(input, "all_to_all_single");
+  check_cpu(output, "all_to_all_single");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "jaccl_torch: all_to_all_single: output dtype ",
+              output.scalar_type(), ", input ", input.scalar_type());
+  std::vector<size_t> send_n, send_off, recv_n, recv_off;
+  splits(input, input_split_sizes, size_, "input", send_n, send_off);
+  splits(output, output_split_sizes, size_, "output", recv_n, recv_off);
+  return enqueue(
+      c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
+      [this, in = input, out = output, send_n, send_off, recv_n, recv_off] {
+        Dense din(in, /*copy=*/in.is_alias_of(out));
+        Dense dout(out);
+        auto* src = static_cast<const char*>(din.ptr());
+        auto* dst = static_cast<char*>(dout.ptr());
+        std::vector<PeerBlock> blocks(size_);
+        for (int r = 0; r < size_; ++r) {
+          blocks[r] = {src + send_off[r], send_n[r], dst + recv_off[r],
+                       recv_n[r]};
+        }
+        all_to_all(*group_, blocks);
+        dout.write_back();
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions&) {
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
+                  static_cast<int>(outputs.size()) == size_,
+              "jaccl_torch: all_to_all: ", inputs.size(), " inputs and ",
+              outputs.size(), " outputs for a group of size ", size_);
+  for (int r = 0; r < size_; ++r) {
+    check_cpu(inputs[r], "all_to_all");
+    check_cpu(outputs[r], "all_to_all");
+    TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                    outputs[r].scalar_type() == inputs[0].scalar_type(),
+                "jaccl_torch: all_to_all: tensors of different dtypes");
+  }
+  return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs,
+                 [this, ins = inputs, outs = outputs] {
+                   std::vector<Dense> din, dout;
+                   din.reserve(size_);
+                   dout.reserve(size_);
+                   std::vector<PeerBlock> blocks(size_);
+                   for (int r = 0; r < size_; ++r) {
+                     din.emplace_back(ins[r], ins[r].is_alias_of(outs[r]));
+                     dout.emplace_back(outs[r]);
+                     blocks[r] = {din[r].ptr(), din[r].bytes(), dout[r].ptr(),
+                                  dout[r].bytes()};
+                   }
+                   all_to_all(*group_, blocks);
+                   for (auto& d : dout)
+                     d.write_back();
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::send(
+    std::vector<at::Tensor>& tensors, int dst, int tag) {
+  const at::Tensor& t = single(tensors, "send");
+  check_cpu(t, "send");
+  TORCH_CHECK(tag == 0, "jaccl_torch: send: tag ", tag,
+              " is not supported: jaccl matches messages between two ranks "
+              "by their order (use tag 0)");
+  TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_,
+              "jaccl_torch: send: ", "destination rank ", dst,
+              " is not another rank of this group (", "size ", size_,
+              ", this rank ", rank_, ")");
+  return enqueue(c10d::OpType::SEND, "send", {t}, [this, t, dst] {
+    Dense d(t);
+    group_->send(d.ptr(), d.bytes(), dst);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::recv(
+    std::vector<at::Tensor>& tensors, int src, int tag) {
+  const at::Tensor& t = single(tensors, "recv");
+  check_cpu(t, "recv");
+  TORCH_CHECK(tag == 0, "jaccl_torch: recv: tag ", tag,
+              " is not supported: jaccl matches messages between two ranks "
+              "by their order (use tag 0)");
+  TORCH_CHECK(src >= 0 && src < size_ && src != rank_,
+              "jaccl_torch: recv: ", "source rank ", src,
+              " is not another rank of this group (", "size ", size_,
+              ", this rank ", rank_, ")");
+  return enqueue(c10d::OpType::RECV, "recv", {t}, [this, t, src] {
+    Dense d(t);
+    group_->recv(d.ptr(), d.bytes(), src);
+    d.write_back();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::recvAnysource(
+    std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false,
+              "jaccl_torch: recv without a source rank is not supported "
+              "(jaccl receives from a named rank: pass src=)");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::barrier(
+    const c10d::BarrierOptions&) {
+  return enqueue(c10d::OpType::BARRIER, "barrier", {},
+                 [this] { group_->barrier(); });
+}
+
+}  // namespace jaccl_torch

@@ -1,0 +1,139 @@
+// Copyright 2026 the jaccl authors.
+// ProcessGroupJaccl: torch.distributed's collectives on a jaccl group whose
+// side channel is the c10d store torch hands the backend.
+//
+// Each process group owns one jaccl group and one worker thread that runs
+// its ops in the order they were issued; every op returns at once with a
+// Work whose wait() blocks and whose getFuture() completes when the op ends
+// (DDP chains its gradient division on that future). Checks that need no
+// peer (dtype, device, shapes, reduce op) throw in the caller; a jaccl
+// failure (peer lost, timeout, protocol) completes the Work with an error
+// whose text is jaccl's, and the jaccl group then fails every later op at
+// once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "compat.h"
+#include "jaccl/jaccl.h"
+
+namespace jaccl_torch {
+
+// The Work of one op: completed by the worker thread, with an error or with
+// the op's output tensors as the future's value.
+class JacclWork : public c10d::Work {
+ public:
+  JacclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    return future_;
+  }
+  void complete(std::exception_ptr error);
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+class ProcessGroupJaccl : public BackendBase {
+ public:
+  // Bootstraps the jaccl group over `store` (blocking, bounded by timeout).
+  // The config is Config::from_env() (so JACCL_TRANSPORT, JACCL_IFNAME,
+  // JACCL_WIRES, JACCL_TOKEN, JACCL_HEARTBEAT_TIMEOUT ... apply when set; none
+  // is needed) with torch's rank, size, store and timeout, which bounds both
+  // the bootstrap and each op.
+  ProcessGroupJaccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                    int size, std::chrono::milliseconds timeout);
+  ~ProcessGroupJaccl() override;
+
+  const std::string getBackendName() const override { return "jaccl"; }
+  // The jaccl group's data plane ("shm", "tcp mesh+ring" ...).
+  std::string data_plane() const { return group_->backend_name(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input,
+      std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+ private:
+  struct Task {
+    c10::intrusive_ptr<JacclWork> work;
+    const char* name;
+    std::function<void()> run;
+  };
+
+  // Queues `run` for the worker; the Work's result is `outputs`.
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* name,
+                                         std::vector<at::Tensor> outputs,
+                                         std::function<void()> run);
+  void worker_loop();
+  // All-reduce of a contiguous CPU tensor in place (worker thread only).
+  void allreduce_dense(at::Tensor& t, const c10d::ReduceOp& op);
+  // Reduce-scatter of flat ([size, n], contiguous) into out.
+  void reduce_scatter_flat(at::Tensor flat, const at::Tensor& out,
+                           const c10d::ReduceOp& op);
+
+  std::shared_ptr<jaccl::Group> group_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace jaccl_torch
