@@ -15,6 +15,7 @@ pkgs=(
   libgloo-dev iperf3 gnuplot-nox
   python3-torch libtorch-dev
   iproute2 procps
+  openssh-server openssh-client
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -24,6 +24,44 @@ inline void copy_bytes(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
 }
 
+// A temporal copy for the shared-memory data planes' bulk copies (staging,
+// the last hop into the caller's buffer), instead of memcpy. glibc's memcpy
+// uses `rep movsb` from a few KiB up to the L2 size when the CPU reports
+// ERMS/FSRM, and on the AMD EPYC (Zen 3) VM of 2026-12-01 `rep movsb` runs
+// at 2-3 GB/s instead of 25-30 whenever (dst - src) mod 4096 is in 1..~32:
+// that is the case for a malloc'd buffer (page + 16) copied from a
+// page-aligned segment, so jaccl's copy-out ran at a tenth of memcpy in the
+// middle sizes (bench/shm_pattern and BENCHMARKS.md have the measurements).
+// A plain 16-byte load/store loop has no such cliff (18-30 GB/s at any
+// offset). Small copies stay with memcpy (latency).
+inline void cached_copy(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  if (n < 1024 || dst == src) {
+    copy_bytes(dst, src, n);
+    return;
+  }
+  auto* d = static_cast<char*>(dst);
+  auto* s = static_cast<const char*>(src);
+  const size_t body = n & ~size_t(63);
+  for (size_t i = 0; i < body; i += 64) {
+    auto* from = reinterpret_cast<const __m128i*>(s + i);
+    auto* to = reinterpret_cast<__m128i*>(d + i);
+    __m128i a = _mm_loadu_si128(from);
+    __m128i b = _mm_loadu_si128(from + 1);
+    __m128i c = _mm_loadu_si128(from + 2);
+    __m128i e = _mm_loadu_si128(from + 3);
+    _mm_storeu_si128(to, a);
+    _mm_storeu_si128(to + 1, b);
+    _mm_storeu_si128(to + 2, c);
+    _mm_storeu_si128(to + 3, e);
+  }
+  if (n != body)
+    std::memcpy(d + body, s + body, n - body);
+#else
+  copy_bytes(dst, src, n);
+#endif
+}
+
 // memcpy through non-temporal stores where the CPU has them. Ends with a
 // store fence, so the data is ordered before any later (release) store.
 inline void stream_copy(void* dst, const void* src, size_t n) {

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <fstream>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "collectives/shm_copy.h"
@@ -18,30 +21,79 @@ namespace {
 constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
 constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
 
-// Large ops move data in chunks that stay in cache between staging and
-// copy-out (L2 here is 2 MiB a core): 512 KiB measured best for 2 ranks
-// (256 KiB and 2 MiB: 5-10 % slower at 16 MiB). Oversubscribed ranks sync
+// Large ops move data in chunks meant to stay in cache between staging and
+// copy-out: one core's L2 (read from sysfs; `getconf` may report another
+// level's or the host's figure), 256 KiB .. 1 MiB. On the 2026-12-01 VM (L2
+// 512 KiB) 128 KiB .. 2 MiB chunks were within 10 % of each other once the
+// copy-out avoided `rep movsb` (shm_copy.h); the copy mechanism, not the
+// chunk, was what made the middle sizes slow. Oversubscribed ranks sync
 // slowly (a sync may wait for a time slice), so they take fewer, larger
 // chunks (2 MiB: 4 ranks on 2 cores 5.6 -> 6.7 GB/s at 16 MiB).
-constexpr size_t kChunkBytes = 512 * 1024;
 constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
 // The pipeline's three jobs advance in pieces of about this size.
 constexpr size_t kPieceBytes = 32 * 1024;
 
-// Last-level cache size, for choosing non-temporal stores (shm_copy.h).
-size_t llc_bytes() {
-  long v = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (v <= 0)
-    v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return v > 0 ? static_cast<size_t>(v) : size_t(32) << 20;
+// Size of the data or unified cache of `level` serving cpu0, from sysfs
+// ("512K", "32768K"), 0 if unknown. sysconf(_SC_LEVEL3_CACHE_SIZE) on the
+// 2026-12-01 VM said 256 MiB (the host's L3) where sysfs and lscpu say 32.
+size_t sysfs_cache_bytes(int level) {
+  for (int i = 0; i < 8; ++i) {
+    std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(lv >> l) || !(ty >> type) || !(sz >> size))
+      continue;
+    if (l != level || type == "Instruction")
+      continue;
+    size_t v = std::strtoull(size.c_str(), nullptr, 10);
+    char unit = size.empty() ? 0 : size.back();
+    if (unit == 'K')
+      v <<= 10;
+    else if (unit == 'M')
+      v <<= 20;
+    return v;
+  }
+  return 0;
 }
 
-// The last hop into the caller's buffer.
-inline void copy_out(void* dst, const void* src, size_t n, bool stream) {
+size_t chunk_for_cache() {
+  size_t l2 = sysfs_cache_bytes(2);
+  if (l2 == 0) {
+    long v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    l2 = v > 0 ? static_cast<size_t>(v) : 512 * 1024;
+  }
+  return std::clamp<size_t>(l2, 256 * 1024, 1024 * 1024);
+}
+
+// Last-level cache, only for the first guess of the copy-out strategy
+// (the choice itself is measured: shm_strategy.h).
+size_t llc_bytes() {
+  size_t v = sysfs_cache_bytes(3);
+  if (v == 0)
+    v = sysfs_cache_bytes(2);
+  return v != 0 ? v : size_t(32) << 20;
+}
+
+// The first hop (into the segment, for the peers) and the last (into the
+// caller's buffer): ordinary or non-temporal stores (shm_strategy.h).
+inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
   if (stream)
     stream_copy(dst, src, n);
   else
-    copy_bytes(dst, src, n);
+    cached_copy(dst, src, n);
+}
+
+ShmStrategy guess_of(bool stream) {
+  return stream ? ShmStrategy::Stream : ShmStrategy::Cached;
+}
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 struct P2pHeader {
@@ -71,7 +123,8 @@ const char* ShmGroup::op_text(uint32_t op) {
   return "unknown op";
 }
 
-void ShmGroup::init_segment(char* base, const ShmLayout& layout) {
+void ShmGroup::init_segment(char* base, const ShmLayout& layout,
+                            ShmStrategy strategy) {
   std::memset(base, 0, layout.slots_off());
   for (int from = 0; from < layout.nranks; ++from) {
     for (int to = 0; to < layout.nranks; ++to) {
@@ -81,8 +134,11 @@ void ShmGroup::init_segment(char* base, const ShmLayout& layout) {
   auto* h = new (base) ShmHeader();
   h->magic = kShmMagic;
   h->nranks = static_cast<uint32_t>(layout.nranks);
+  h->strategy = static_cast<uint32_t>(strategy);
   h->slot_bytes = layout.slot_bytes;
   h->ring_bytes = layout.ring_bytes;
+  // Chosen once, here, so that every rank stages the same chunks.
+  h->chunk_bytes = chunk_for_cache();
   new (base + layout.wake_off()) WakeWord();
   for (int r = 0; r < layout.nranks; ++r) {
     new (base + layout.ctl_off(r)) RankCtl();
@@ -105,9 +161,11 @@ ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
                       static_cast<int>(std::thread::hardware_concurrency())),
       chunk_bytes_(std::min(layout_.slot_bytes, oversubscribed_
                                                     ? kOversubscribedChunkBytes
-                                                    : kChunkBytes) /
+                                                    : header_chunk()) /
                    64 * 64),
-      llc_bytes_(llc_bytes()) {}
+      llc_bytes_(llc_bytes()),
+      tuner_(static_cast<ShmStrategy>(
+          reinterpret_cast<const ShmHeader*>(base_)->strategy)) {}
 
 ShmGroup::~ShmGroup() = default;
 
@@ -146,6 +204,7 @@ void ShmGroup::step(const OpDesc& d) {
   const uint64_t s = step_;
   RankCtl& me = ctl(rank_);
   me.desc[s & 1] = d;
+  me.desc[s & 1].report = tuner_.take_report();
   me.arrive.store(s, std::memory_order_release);
   wake().bump();
   auto ready = [&] {
@@ -170,8 +229,10 @@ void ShmGroup::step(const OpDesc& d) {
             {.rank = who(rank_), .address = "shared memory"});
     }
   });
+  uint64_t slowest = 0;
   for (int q = 0; q < size_; ++q) {
     const OpDesc& o = ctl(q).desc[s & 1];
+    slowest = std::max(slowest, o.report);
     if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
         o.root != d.root) {
       std::ostringstream msg;
@@ -183,6 +244,8 @@ void ShmGroup::step(const OpDesc& d) {
             {.rank = who(rank_), .peer = who(q)});
     }
   }
+  if (tuner_.reported())
+    tuner_.absorb(slowest);
 }
 
 void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
@@ -190,7 +253,7 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
   size_t count = checked_count(op, dtype, n);
   (void)count;
   guarded(op_text(code), [&] {
-    OpDesc d{code, dtype, n, 0, 0};
+    OpDesc d{code, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
       if (in != out)
@@ -199,9 +262,9 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
       return;
     }
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
-      copy_bytes(slot(rank_, step_ + 1), in, n);
+      cached_copy(slot(rank_, step_ + 1), in, n);
       step(d);
-      copy_bytes(out, slot(0, step_), n);
+      cached_copy(out, slot(0, step_), n);
       for (int q = 1; q < size_; ++q) {
         reduce_into(op, dtype, out, slot(q, step_), n / esz);
       }
@@ -231,7 +294,13 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
   const size_t esz = dtype_size(dtype);
   const size_t chunk = chunk_bytes_;
   const size_t chunks = (n + chunk - 1) / chunk;
-  const bool stream = streaming(2 * n);
+  const uint64_t t0 = now_ns();
+  // How this op stores: cached, stream-stage or stream, measured on the
+  // first calls of its size class (shm_strategy.h has why: on the
+  // 2026-12-01 VM the peers read non-temporally staged lines faster, and
+  // constants tuned on one VM lost 2-10x on the next).
+  const ShmWay way =
+      tuner_.begin(ShmTuner::kReduce, n, guess_of(streaming(2 * n)));
   auto len_of = [&](size_t k) { return std::min(chunk, n - k * chunk); };
   for (size_t k = 0; k <= chunks + 1; ++k) {
     const size_t ls = k < chunks ? len_of(k) : 0;
@@ -254,10 +323,12 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
       size_t a = piece_bound(stage_total, j, parts);
       size_t b = piece_bound(stage_total, j + 1, parts);
       if (a < sso)
-        copy_bytes(stage_to + a, stage_from + a, std::min(b, sso) - a);
+        copy_with(stage_to + a, stage_from + a, std::min(b, sso) - a,
+                  way.stream_stage);
       if (b > sso) {
         size_t x = std::max(a, sso);
-        copy_bytes(stage_to + x + ssb, stage_from + x + ssb, b - x);
+        copy_with(stage_to + x + ssb, stage_from + x + ssb, b - x,
+                  way.stream_stage);
       }
       // Reduce, in rank order as the small path: bit-identical floats.
       a = piece_bound(rsb, j, parts);
@@ -273,11 +344,12 @@ void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
       // Copy out.
       a = piece_bound(lc, j, parts);
       b = piece_bound(lc, j + 1, parts);
-      copy_out(out_to + a, out_from + a, b - a, stream);
+      copy_with(out_to + a, out_from + a, b - a, way.stream_out);
     }
     if (k <= chunks)
       step(d);
   }
+  tuner_.finish(now_ns() - t0);
 }
 
 void ShmGroup::all_sum(const void* in, void* out, size_t n, int dtype) {
@@ -292,31 +364,38 @@ void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
 
 void ShmGroup::all_gather(const void* in, void* out, size_t n) {
   guarded("all_gather", [&] {
-    OpDesc d{kAllGather, -1, n, 0, 0};
+    OpDesc d{kAllGather, -1, n, 0, 0, 0};
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    const bool stream = streaming(n * (static_cast<size_t>(size_) + 1));
+    const bool large = n > kSmallBytes;
+    const uint64_t t0 = now_ns();
+    const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
+    const ShmWay way =
+        large ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess)) : ShmWay{};
+    const bool stream = way.stream_out;
     // Cache-sized chunks pay off once the output streams to DRAM; below,
     // whole slots mean fewer syncs (256 KiB .. 1 MiB: ~15 % faster).
     const size_t chunk = stream ? chunk_bytes_ : layout_.slot_bytes;
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
-      copy_bytes(slot(rank_, step_ + 1), src + off, len);
+      copy_with(slot(rank_, step_ + 1), src + off, len, way.stream_stage);
       step(d);
       for (int q = 0; q < size_; ++q) {
-        copy_out(dst + static_cast<size_t>(q) * n + off, slot(q, step_), len,
-                 stream);
+        copy_with(dst + static_cast<size_t>(q) * n + off, slot(q, step_), len,
+                  stream);
       }
       if (n == 0)
         break;
     }
+    if (large)
+      tuner_.finish(now_ns() - t0);
   });
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
   checked_count(ReduceOp::Sum, dtype, n);
   guarded("sum_scatter", [&] {
-    OpDesc d{kSumScatter, dtype, n, 0, 0};
+    OpDesc d{kSumScatter, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
@@ -327,12 +406,12 @@ void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
       size_t len = std::min(window, n - off);
       char* mine = slot(rank_, step_ + 1);
       for (size_t q = 0; q < P; ++q) {
-        copy_bytes(mine + q * window, src + q * n + off, len);
+        cached_copy(mine + q * window, src + q * n + off, len);
       }
       step(d);
       const size_t at = static_cast<size_t>(rank_) * window;
       if (size_ == 1) {
-        copy_bytes(dst + off, slot(0, step_) + at, len);
+        cached_copy(dst + off, slot(0, step_) + at, len);
       } else {
         reduce3(ReduceOp::Sum, dtype, dst + off, slot(0, step_) + at,
                 slot(1, step_) + at, len / esz);
@@ -355,25 +434,31 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
           {.rank = who(rank_)});
   }
   guarded("broadcast", [&] {
-    OpDesc d{kBroadcast, -1, n, root, 0};
+    OpDesc d{kBroadcast, -1, n, root, 0, 0};
     char* p = static_cast<char*>(buf);
     const size_t chunk = chunk_bytes_;
-    const bool stream = streaming(n);
+    const bool large = n > kSmallBytes;
+    const uint64_t t0 = now_ns();
+    const ShmWay way =
+        large ? tuner_.begin(ShmTuner::kBroadcast, n, guess_of(streaming(n)))
+              : ShmWay{};
     for (size_t off = 0; off < n || off == 0; off += chunk) {
       size_t len = std::min(chunk, n - off);
       if (rank_ == root)
-        copy_bytes(slot(rank_, step_ + 1), p + off, len);
+        copy_with(slot(rank_, step_ + 1), p + off, len, way.stream_stage);
       step(d);
       if (rank_ != root)
-        copy_out(p + off, slot(root, step_), len, stream);
+        copy_with(p + off, slot(root, step_), len, way.stream_out);
       if (n == 0)
         break;
     }
+    if (large)
+      tuner_.finish(now_ns() - t0);
   });
 }
 
 void ShmGroup::barrier() {
-  guarded("barrier", [&] { step(OpDesc{kBarrier, -1, 0, 0, 0}); });
+  guarded("barrier", [&] { step(OpDesc{kBarrier, -1, 0, 0, 0, 0}); });
 }
 
 void ShmGroup::send(const void* in, size_t n, int dst) {
@@ -407,7 +492,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
         size_t room = cap - (head - tail);
         size_t at = head % cap;
         size_t k = std::min({len - done, room, cap - at});
-        copy_bytes(data + at, p + done, k);
+        cached_copy(data + at, p + done, k);
         done += k;
         head += k;
         rc.head.store(head, std::memory_order_release);
@@ -448,7 +533,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
             });
         size_t at = tail % cap;
         size_t k = std::min({len - done, size_t(head - tail), cap - at});
-        copy_bytes(p + done, data + at, k);
+        cached_copy(p + done, data + at, k);
         done += k;
         tail += k;
         rc.tail.store(tail, std::memory_order_release);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/shm_layout.h"
+#include "collectives/shm_strategy.h"
 #include "common/reduce.h"
 #include "jaccl/group.h"
 #include "transport/connections.h"
@@ -44,8 +45,17 @@ class ShmGroup : public Group {
   void broadcast(void* buf, size_t n, int root) override;
   const char* backend_name() const override { return "shm"; }
 
-  // Writes a fresh header into a newly created segment.
-  static void init_segment(char* base, const ShmLayout& layout);
+  // Writes a fresh header into a newly created segment. strategy: how large
+  // ops copy out on every rank of the host (JACCL_SHM_STRATEGY; Auto
+  // measures, see shm_strategy.h). Each rank reads it from the header.
+  static void init_segment(char* base, const ShmLayout& layout,
+                           ShmStrategy strategy = ShmStrategy::Auto);
+
+  // The copy-out used for large ops of this kind and size from now on
+  // (Auto while still measuring).
+  ShmStrategy strategy_for(ShmTuner::Kind kind, size_t bytes) const {
+    return tuner_.chosen(kind, bytes);
+  }
 
  private:
   enum Op : uint32_t {
@@ -73,6 +83,10 @@ class ShmGroup : public Group {
   template <class Ready, class Check>
   void wait(Ready ready, Check check) {
     wait_until(wake(), ready, check, oversubscribed_);
+  }
+
+  size_t header_chunk() const {
+    return reinterpret_cast<const ShmHeader*>(base_)->chunk_bytes;
   }
 
   // The job rank of member q, for messages.
@@ -114,12 +128,12 @@ class ShmGroup : public Group {
   // More ranks than cores: waits yield at once (see wait_until).
   bool oversubscribed_ = false;
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
-  size_t llc_bytes_;    // last-level cache
-  // Whether an op whose ranks each touch `bytes` of their own buffers
-  // should write its output with non-temporal stores: when all ranks'
-  // buffers together overflow the last-level cache, caching the output only
-  // costs a read of each line and evicts staging (2 ranks: 4 MiB all_sum
-  // 17.6 GB/s cached vs 14 streamed; 8 MiB 11.5 vs 13.8).
+  size_t llc_bytes_;    // last-level cache (sysfs)
+  ShmTuner tuner_;      // cached or streaming copy-out, measured per size
+  // The first guess at whether an op whose ranks each touch `bytes` of
+  // their own buffers should write its output with non-temporal stores:
+  // when all ranks' buffers together overflow the last-level cache. Only
+  // the first trial of each size class uses it; the tuner then measures.
   bool streaming(size_t bytes) const {
     return bytes * static_cast<size_t>(size_) >= llc_bytes_;
   }

@@ -23,9 +23,10 @@ inline constexpr uint64_t kShmMagic = 0x4d4853434c43414aull;  // "JACLCSHM"
 struct alignas(kCacheLine) ShmHeader {
   uint64_t magic;
   uint32_t nranks;
-  uint32_t reserved;
+  uint32_t strategy;  // ShmStrategy the creator was told (JACCL_SHM_STRATEGY)
   uint64_t slot_bytes;
   uint64_t ring_bytes;
+  uint64_t chunk_bytes;  // large ops' chunk, the creator's choice for all
   std::atomic<uint32_t> mapped;  // ranks that have mapped the segment
 };
 
@@ -36,6 +37,9 @@ struct OpDesc {
   uint64_t n_bytes;
   int32_t root;
   int32_t reserved;
+  // Set by the rank, not compared: how long this rank's previous large op
+  // took (ns + 1; 0 = none), for the copy-out choice (shm_strategy.h).
+  uint64_t report;
 };
 
 struct alignas(kCacheLine) RankCtl {

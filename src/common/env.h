@@ -25,6 +25,7 @@ enum class EnvVar {
   Job,
   HeartbeatTimeout,
   ShmBudget,
+  ShmStrategy,
   OfiProvider,
   OfiForceRegister,
   OmpiRank,

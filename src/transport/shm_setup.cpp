@@ -39,6 +39,18 @@ size_t shm_budget_bytes(int rank) {
   return static_cast<size_t>(mib) << 20;
 }
 
+ShmStrategy shm_strategy(int rank) {
+  const char* v = env_get(EnvVar::ShmStrategy);
+  ShmStrategy s = ShmStrategy::Auto;
+  if (v != nullptr && !parse_shm_strategy(v, &s)) {
+    raise(ErrorKind::Config,
+          std::string("JACCL_SHM_STRATEGY='") + v +
+              "' is not one of auto, cached, stream-stage, stream",
+          {.rank = rank});
+  }
+  return s;
+}
+
 uint64_t pid_namespace() {
   struct stat st {};
   return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
@@ -73,7 +85,8 @@ struct Setup {
   int creator;
   bool alone;
   ShmLayout layout{};
-  std::exception_ptr error;  // this rank's failure
+  ShmStrategy strategy = ShmStrategy::Auto;  // the creator's holds
+  std::exception_ptr error;                  // this rank's failure
   bool host_failed = false;  // any member of this host has failed
   std::vector<Wire> first;   // phase 1 of every rank
   std::string name;          // "jaccl-<nonce>"
@@ -231,6 +244,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
   random_bytes(w.secret, sizeof(w.secret));
   s.step([&] {
     s.layout = ShmLayout::for_budget(size, shm_budget_bytes(rank));
+    s.strategy = shm_strategy(rank);
     if (!creator) {
       return;
     }
@@ -300,7 +314,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
         named = true;
         seg = ShmSegment::create("/" + s.name, s.layout.total(), rank);
       }
-      ShmGroup::init_segment(seg.data(), s.layout);
+      ShmGroup::init_segment(seg.data(), s.layout, s.strategy);
     });
     named = named || (!use_memfd && !s.alone);
     s.gather(s.blank(3));
@@ -354,7 +368,8 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
                             << " KiB segment ("
                             << (use_memfd ? "memfd " : "/dev/shm/") << s.name
                             << "), " << s.layout.slot_bytes / 1024
-                            << " KiB slots");
+                            << " KiB slots, strategy "
+                            << shm_strategy_name(s.strategy));
   }
   return std::make_shared<ShmGroup>(me, size, members, std::move(seg), s.layout,
                                     conns.state, cfg.get_op_timeout(),

@@ -9,7 +9,9 @@
 // float specials; sizes around the mesh/ring switch; unaligned buffers;
 // 4 MiB + 3 for a few dtypes; broadcast from 3 roots; send/recv in a ring and
 // between every ordered pair; barrier) at N in {1, 2, 3, 4, 8}; a reduced one
-// for the extra N=8 variant; 64 MiB float32 all_sum once per transport.
+// for the extra N=8 variant; 64 MiB float32 all_sum once per transport. The
+// shm runs at N in {1, 2, 3, 4, 8} go once per JACCL_SHM_STRATEGY, and each
+// rank's results must be bit-identical across the strategies.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -85,6 +87,7 @@ std::vector<ProcResult> run_launch(const Launch& l, const TempDir& dir) {
           {"JACCL_OFI_PROVIDER",
            l.provider.empty() ? std::string(kUnsetEnv) : l.provider},
           {"JACCL_OFI_FORCE_REGISTER", kUnsetEnv},
+          {"JACCL_SHM_STRATEGY", kUnsetEnv},
           {"CONF_MATRIX", l.matrix},
           {"CONF_DIR", run_dir},
           {"TEST_SIDE_DIR", l.side_dir ? run_dir + "/side" : kUnsetEnv},
@@ -141,6 +144,60 @@ TEST_P(Conformance, EveryRankMatchesTheReference) {
   }
 }
 
+// The shared-memory group with each strategy (JACCL_SHM_STRATEGY: auto
+// measures and switches, cached, stream-stage and stream force one): every
+// rank
+// matches the reference bitwise under each, and each rank's results are
+// bit-identical across the three (the digest of every result it checked).
+class ShmStrategies : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
+  const int n = GetParam();
+  std::map<std::string, std::vector<std::string>> digests;
+  for (const char* strategy : {"auto", "cached", "stream-stage", "stream"}) {
+    Launch l{std::string("Shm_N") + std::to_string(n) + "_" + strategy,
+             n,
+             "shm",
+             false,
+             2,
+             "full",
+             false,
+             {{"JACCL_SHM_STRATEGY", strategy}, {"JACCL_LOG", "info"}}};
+    TempDir dir;
+    auto results = run_launch(l, dir);
+    ASSERT_EQ(static_cast<int>(results.size()), n);
+    for (int r = 0; r < n; ++r) {
+      const ProcResult& res = results[static_cast<size_t>(r)];
+      const std::string summary =
+          jaccl::test::line_of(res.output, "SUMMARY rank=");
+      EXPECT_TRUE(res.exited_ok())
+          << strategy << ", rank " << r << ": " << res.describe() << "\n"
+          << res.output;
+      EXPECT_NE(summary.find(" backend=" + expected_backend(l) + " "),
+                std::string::npos)
+          << strategy << ", rank " << r << ":\n"
+          << res.output;
+      EXPECT_NE(summary.find(" failures=0 "), std::string::npos)
+          << strategy << ", rank " << r << ":\n"
+          << res.output;
+      if (r == 0 && n > 1) {  // the host's first rank logs what it chose
+        EXPECT_NE(res.output.find(std::string("strategy ") + strategy + "\n"),
+                  std::string::npos)
+            << res.output;
+      }
+      const size_t at = summary.find(" digest=");
+      ASSERT_NE(at, std::string::npos) << res.output;
+      digests[strategy].push_back(summary.substr(at + 8));
+    }
+  }
+  EXPECT_EQ(digests["cached"], digests["auto"]);
+  EXPECT_EQ(digests["stream-stage"], digests["auto"]);
+  EXPECT_EQ(digests["stream"], digests["auto"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShmStrategies,
+                         ::testing::Values(1, 2, 3, 4, 8));
+
 Launch tcp(bool ring, int n, int wires, std::string matrix) {
   return {std::string(ring ? "TcpRing" : "TcpMesh") + "_N" + std::to_string(n) +
               "_W" + std::to_string(wires) +
@@ -158,31 +215,19 @@ Launch mesh(int n, int wires, std::string matrix = "full") {
 Launch ring(int n, int wires, std::string matrix = "full") {
   return tcp(true, n, wires, std::move(matrix));
 }
-Launch shm(int n, std::string matrix = "full") {
-  return {"Shm_N" + std::to_string(n) + (matrix == "full" ? "" : "_" + matrix),
-          n,
-          "shm",
-          "",
-          false,
-          2,
-          matrix};
-}
-
 std::vector<Launch> launches() {
   std::vector<Launch> v;
   v.push_back({"Single_Tcp", 1, "tcp"});
-  v.push_back({"Single_Shm", 1, "shm"});
+  // Shm at N in {1, 2, 3, 4, 8}: ShmStrategies (each strategy once).
   for (int n : {2, 3, 4}) {
     v.push_back(mesh(n, 1));
     v.push_back(mesh(n, 3));
     v.push_back(ring(n, 1));
     v.push_back(ring(n, 3));
-    v.push_back(shm(n));
   }
   v.push_back(mesh(8, 2));
   v.push_back(ring(8, 3));
   v.push_back(ring(8, 1, "reduced"));
-  v.push_back(shm(8));
   // Variants: auto picks shm on one host; tiny shm slots force chunking;
   // a job token; the user-factory side channel (no coordinator at all).
   v.push_back({"Auto_N3", 3, "auto"});

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/launcher_output.h"
 #include "support/proc.h"
 
 namespace jaccl::test {
@@ -45,75 +47,6 @@ std::vector<std::string> cmd(int n, const std::vector<std::string>& opts,
   args.push_back(probe());
   args.insert(args.end(), probe_args.begin(), probe_args.end());
   return args;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    lines.push_back(line);
-  }
-  return lines;
-}
-
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(),
-                                   [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// Splits "[rank] rest" into rank and rest; false for other lines.
-bool split_prefix(const std::string& line, int& rank, std::string& rest) {
-  size_t close = line.find("] ");
-  if (line.empty() || line[0] != '[' || close == std::string::npos ||
-      !all_digits(line.substr(1, close - 1))) {
-    return false;
-  }
-  rank = std::stoi(line.substr(1, close - 1));
-  rest = line.substr(close + 2);
-  return true;
-}
-
-// Values of "[rank] env NAME=VALUE" lines: result[rank][NAME] = VALUE.
-std::map<int, std::map<std::string, std::string>> rank_envs(
-    const std::string& output) {
-  std::map<int, std::map<std::string, std::string>> out;
-  for (const auto& line : lines_of(output)) {
-    int rank;
-    std::string rest;
-    if (split_prefix(line, rank, rest) && rest.rfind("env ", 0) == 0) {
-      size_t eq = rest.find('=');
-      out[rank][rest.substr(4, eq - 4)] = rest.substr(eq + 1);
-    }
-  }
-  return out;
-}
-
-// pids the ranks printed ("[rank] pid=N").
-std::vector<pid_t> rank_pids(const std::string& output) {
-  std::vector<pid_t> pids;
-  for (const auto& line : lines_of(output)) {
-    int rank;
-    std::string rest;
-    if (split_prefix(line, rank, rest) && rest.rfind("pid=", 0) == 0 &&
-        all_digits(rest.substr(4))) {
-      pids.push_back(static_cast<pid_t>(std::stol(rest.substr(4))));
-    }
-  }
-  return pids;
-}
-
-// pids jaccl-run -v reported ("jaccl-run: rank R is pid N"): known even for
-// ranks that were stopped before they printed anything.
-std::vector<pid_t> launcher_pids(const std::string& output) {
-  std::vector<pid_t> pids;
-  for (const auto& line : lines_of(output)) {
-    size_t at = line.find(" is pid ");
-    if (line.rfind("jaccl-run: rank ", 0) == 0 && at != std::string::npos &&
-        all_digits(line.substr(at + 8))) {
-      pids.push_back(static_cast<pid_t>(std::stol(line.substr(at + 8))));
-    }
-  }
-  return pids;
 }
 
 // The line launcher_probe's "lines"/"errlines" command prints.
@@ -377,6 +310,43 @@ TEST(Launcher, PartialLastLineIsFlushed) {
   EXPECT_NE(r.output.find("[0] tail\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[1] tail\n"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[1] whole\n"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, StalledStdoutDoesNotStallSupervision) {
+  // jaccl-run's stdout is a pipe nobody reads until `go` exists (its
+  // stderr is ours). Rank 0 writes far more than a pipe holds, then lets
+  // rank 1 fail; jaccl-run must keep reading, see the failure and stop
+  // rank 0 while its own stdout is still stalled.
+  const std::string base =
+      ::testing::TempDir() + "jaccl-stall-" + std::to_string(::getpid());
+  const std::string wrote = base + "-wrote", go = base + "-go";
+  std::remove(wrote.c_str());
+  std::remove(go.c_str());
+  auto args = cmd(2, {"-v"},
+                  {"if-rank", "0", "lines", "20000", "100", "if-rank", "0",
+                   "touch", wrote, "if-rank", "1", "await", wrote, "if-rank",
+                   "1", "exit", "7", "sleep", "600000"});
+  std::vector<std::string> sh_args{
+      "-c",
+      "\"$0\" \"$@\" | { while [ ! -e '" + go +
+          "' ]; do sleep 0.05; done; cat >/dev/null; }",
+      launcher()};
+  sh_args.insert(sh_args.end(), args.begin(), args.end());
+  Job job = Job::start("/bin/sh", sh_args, 1, nullptr);
+  const bool stopped = job.wait_for_output(
+      0, "rank 1 exited with code 7; stopping 1 rank(s)", kDeadline);
+  const std::string out = job.output(0);
+  auto pids = launcher_pids(out);
+  const bool rank0_gone = pids.size() == 2 && all_gone({pids[0]});
+  std::ofstream(go).put('\n');
+  ProcResult r = job.wait_one(0, kDeadline);
+  std::remove(wrote.c_str());
+  std::remove(go.c_str());
+  EXPECT_TRUE(stopped) << out;
+  EXPECT_EQ(pids.size(), 2u) << out;
+  EXPECT_TRUE(rank0_gone) << "rank 0 still runs while stdout is stalled";
+  EXPECT_NE(r.output.find("rank 0 was killed by signal 15"), std::string::npos)
+      << r.output;
 }
 
 TEST(Launcher, NoPrefix) {

@@ -29,11 +29,12 @@ std::string unique_name() {
 // Runs body(group) on `size` threads sharing one segment; rethrows the first
 // exception.
 void run_ranks(int size, const std::function<void(Group&)>& body,
-               size_t budget = 8 << 20, Millis op_timeout = Millis(20000)) {
+               size_t budget = 8 << 20, Millis op_timeout = Millis(20000),
+               ShmStrategy strategy = ShmStrategy::Auto) {
   auto layout = ShmLayout::for_budget(size, budget);
   std::string name = unique_name();
   auto owner = ShmSegment::create(name, layout.total(), 0);
-  ShmGroup::init_segment(owner.data(), layout);
+  ShmGroup::init_segment(owner.data(), layout, strategy);
   std::vector<std::unique_ptr<ShmGroup>> groups;
   for (int r = 0; r < size; ++r) {
     groups.push_back(std::make_unique<ShmGroup>(
@@ -337,6 +338,137 @@ TEST(ShmGroup, VeryLargeAllSumAndAllGather) {
   });
 }
 
+// Each copy-out strategy, forced through the segment header as
+// JACCL_SHM_STRATEGY does, gives every rank the same bits as the others
+// (auto: while it measures and after it has chosen, across size classes of
+// every large path); and every rank ends with the same choice.
+TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
+  const int size = 3;
+  const std::vector<size_t> counts = {(size_t(40) << 10) / 4 + 3,
+                                      (size_t(1) << 20) / 4 + 17,
+                                      (size_t(3) << 20) / 4 + 1};
+  // strategy -> rank -> FNV-1a of the outputs of all calls
+  std::vector<std::vector<uint64_t>> bits(4);
+  for (int st = 0; st < 4; ++st) {
+    bits[st].assign(size, 0xcbf29ce484222325ull);
+    std::vector<std::vector<ShmStrategy>> chosen(size);
+    run_ranks(
+        size,
+        [&](Group& g) {
+          auto& mine = bits[st][static_cast<size_t>(g.rank())];
+          auto& shm = dynamic_cast<ShmGroup&>(g);
+          std::mt19937 rng(99 + g.rank());
+          std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+          for (size_t count : counts) {
+            std::vector<float> in(count), out(count), all(count * size);
+            for (auto& x : in)
+              x = dist(rng);
+            for (int call = 0; call < 7; ++call) {  // past the measuring
+              g.all_sum(in.data(), out.data(), count * 4, Float32);
+              g.all_gather(in.data(), all.data(), count * 4);
+              std::vector<float> b = g.rank() == 1 ? in : out;
+              g.broadcast(b.data(), count * 4, 1);
+              for (const auto* v : {&out, &all, &b}) {
+                const auto* p =
+                    reinterpret_cast<const unsigned char*>(v->data());
+                for (size_t k = 0; k < v->size() * 4; ++k)
+                  mine = (mine ^ p[k]) * 0x100000001b3ull;
+              }
+            }
+            for (auto kind :
+                 {ShmTuner::kReduce, ShmTuner::kGather, ShmTuner::kBroadcast})
+              chosen[static_cast<size_t>(g.rank())].push_back(
+                  shm.strategy_for(kind, count * 4));
+          }
+        },
+        8 << 20, Millis(20000), static_cast<ShmStrategy>(st));
+    for (int r = 1; r < size; ++r)
+      EXPECT_EQ(chosen[static_cast<size_t>(r)], chosen[0])
+          << "strategy " << st << ": rank " << r << " chose differently";
+    for (ShmStrategy c : chosen[0]) {
+      if (st == 0)
+        EXPECT_NE(c, ShmStrategy::Auto) << "auto never decided";
+      else
+        EXPECT_EQ(c, static_cast<ShmStrategy>(st));
+    }
+  }
+  for (int st = 0; st < 4; ++st) {
+    for (int r = 0; r < size; ++r) {
+      // all_sum, all_gather and broadcast outputs are the same on every
+      // rank, so every rank's record equals rank 0's of the auto run.
+      ASSERT_EQ(bits[st][static_cast<size_t>(r)], bits[0][0])
+          << "strategy " << st << " rank " << r;
+    }
+  }
+}
+
+// The measuring itself: each way twice in mirrored order from the guess,
+// then the lowest time per byte, the same sequence on every rank that
+// absorbs the same reports.
+TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
+  ShmTuner t;
+  const size_t n = 3 << 20;
+  std::vector<ShmStrategy> trials;
+  // ns per byte: cached 3, stream-stage 1, stream 2.
+  auto cost = [&](ShmWay w) -> uint64_t {
+    return !w.stream_stage ? 3 * n : w.stream_out ? 2 * n : n;
+  };
+  auto name = [](ShmWay w) {
+    return !w.stream_stage ? ShmStrategy::Cached
+           : w.stream_out  ? ShmStrategy::Stream
+                           : ShmStrategy::StreamStage;
+  };
+  for (int call = 0; call < 9; ++call) {
+    ShmWay w = t.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
+    trials.push_back(name(w));
+    t.finish(0);
+    uint64_t report = t.take_report();
+    EXPECT_NE(report, 0u);
+    t.absorb(cost(w));
+    if (call < 5)
+      EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto) << call;
+  }
+  using S = ShmStrategy;
+  EXPECT_EQ(trials,
+            (std::vector<S>{S::Stream, S::Cached, S::StreamStage,
+                            S::StreamStage, S::Cached, S::Stream,
+                            S::StreamStage, S::StreamStage, S::StreamStage}));
+  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::StreamStage);
+  // Another size class and kind are measured apart, from their guess.
+  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n * 4), ShmStrategy::Auto);
+  EXPECT_FALSE(t.begin(ShmTuner::kGather, n, ShmStrategy::Cached).stream_stage);
+  // Forced strategies never measure.
+  ShmTuner forced(ShmStrategy::Cached);
+  ShmWay w = forced.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
+  EXPECT_FALSE(w.stream_stage || w.stream_out);
+  forced.finish(5);
+  EXPECT_EQ(forced.take_report(), 0u);
+  ShmStrategy s{};
+  EXPECT_TRUE(parse_shm_strategy("stream-stage", &s));
+  EXPECT_EQ(s, ShmStrategy::StreamStage);
+  EXPECT_TRUE(parse_shm_strategy("stream", &s));
+  EXPECT_EQ(s, ShmStrategy::Stream);
+  EXPECT_FALSE(parse_shm_strategy("streams", &s));
+  EXPECT_FALSE(parse_shm_strategy("", &s));
+}
+
+TEST(ShmCopy, CachedCopyMatchesMemcpyAtAnyAlignment) {
+  std::vector<uint8_t> src(70000), dst(70000), want(70000);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = uint8_t(i * 5 + 3);
+  for (size_t so : {0, 1, 16, 33}) {
+    for (size_t dof : {0, 3, 16, 63}) {
+      for (size_t n : {0, 1, 63, 1023, 1024, 1025, 4096 + 17, 65536 + 5}) {
+        std::fill(dst.begin(), dst.end(), 0xee);
+        want = dst;
+        std::memcpy(want.data() + dof, src.data() + so, n);
+        cached_copy(dst.data() + dof, src.data() + so, n);
+        ASSERT_EQ(dst, want) << "src+" << so << " dst+" << dof << " n=" << n;
+      }
+    }
+  }
+}
+
 TEST(ShmCopy, StreamCopyMatchesMemcpyAtAnyAlignment) {
   std::vector<uint8_t> src(70000), dst(70000), want(70000);
   for (size_t i = 0; i < src.size(); ++i)
@@ -381,7 +513,8 @@ TEST(ShmGroup, MissingRankTimesOutNamingIt) {
         8 << 20, Millis(300));
     FAIL() << "expected a timeout";
   } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("waiting for rank 2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("waiting for rank 2"),
+              std::string::npos)
         << e.what();
   }
 }

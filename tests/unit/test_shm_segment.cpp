@@ -546,6 +546,23 @@ TEST(ShmJob, BadBudgetOnOneRankIsAConfigErrorOnEveryRank) {
   }
 }
 
+TEST(ShmJob, BadStrategyOnOneRankIsAConfigErrorOnEveryRank) {
+  TempDir dir;
+  const int n = 3;
+  Job job = Job::start(worker(), {}, n, [&](int r) {
+    return rank_env(r, n, dir,
+                    {{"JACCL_SHM_STRATEGY", r == 1 ? "fastest" : kUnsetEnv}});
+  });
+  auto rs = job.wait(60s);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(rs[r].exit_code, 3) << all_output(job);
+    std::string err = line_of(rs[r].output, "ERROR ");
+    EXPECT_EQ(err.rfind("ERROR Config | ", 0), 0u) << all_output(job);
+    EXPECT_NE(err.find("JACCL_SHM_STRATEGY='fastest'"), std::string::npos)
+        << err;
+  }
+}
+
 // ---- the named fallback: a member in another network namespace -----------
 
 // Ranks in `others` run inside the namespace. With a holder pid, every rank

@@ -5,6 +5,7 @@
 //   env              every JACCL_* variable, one "env NAME=VALUE" line each
 //   getenv NAME      "NAME=VALUE", or "NAME unset"
 //   pid              "pid=<pid>"
+//   cwd              "cwd=<working directory>"
 //   say TEXT         TEXT and a newline on stdout
 //   err TEXT         TEXT and a newline on stderr
 //   partial TEXT     TEXT without a newline on stdout
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
       want = 1;
     } else if (cmd == "lines" || cmd == "errlines") {
       want = 2;
-    } else if (cmd != "env" && cmd != "pid") {
+    } else if (cmd != "env" && cmd != "pid" && cmd != "cwd") {
       usage("unknown command: " + cmd);
     }
     for (int k = 0; k < want; ++k) {
@@ -132,6 +133,10 @@ int main(int argc, char** argv) {
       put(1, v != nullptr ? a[0] + "=" + v + "\n" : a[0] + " unset\n");
     } else if (cmd == "pid") {
       put(1, "pid=" + std::to_string(::getpid()) + "\n");
+    } else if (cmd == "cwd") {
+      char buf[4096];
+      put(1, std::string("cwd=") +
+                 (::getcwd(buf, sizeof(buf)) != nullptr ? buf : "?") + "\n");
     } else if (cmd == "say") {
       put(1, a[0] + "\n");
     } else if (cmd == "err") {

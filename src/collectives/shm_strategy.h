@@ -1,0 +1,211 @@
+// Copyright 2026 the jaccl authors.
+// How a shared-memory group's large ops move data through the segment. Three
+// ways, which differ only in the kind of stores, never in what is computed:
+//   cached        ordinary stores everywhere;
+//   stream-stage  non-temporal stores for staging (what the peers read),
+//                 ordinary ones for the copy into the caller's output;
+//   stream        non-temporal stores for both.
+// Non-temporal staging sends the lines to memory, so a peer reads them from
+// there instead of pulling them out of this core's cache; non-temporal
+// copy-out skips reading each output line first and does not evict the
+// staging buffers. Which wins depends on the machine, not on a cache size:
+// on the 2026-12-01 AMD EPYC VM a peer read staged lines ~35 % faster
+// through memory than from the writer's cache (bench/shm_pattern), the
+// streaming copy-out was ahead from 1 MiB (2 ranks) although a single
+// core's memcpy stays in cache up to 4 MiB there, and `sysconf` reported
+// the host's 256 MiB L3 instead of the VM's 32 MiB; on the machine of
+// 2026-11-30 cached copy-out was ahead up to 4 MiB. So, unless a strategy is
+// forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
+// power-of-two size class, its first six calls (the guess, the two others,
+// then the two others and the guess again, so drift cancels), publishes
+// each call's time at the next sync step, and from then on uses the way
+// with the lowest time per byte (the slowest rank's time, best of its
+// samples). The decision is a pure function of values every rank reads from
+// the same shared step, so every rank of the host makes the same choice;
+// results do not depend on it (the reduction order is fixed), only speed.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace jaccl::detail {
+
+enum class ShmStrategy : uint32_t {
+  Auto = 0,
+  Cached = 1,
+  StreamStage = 2,
+  Stream = 3
+};
+inline constexpr int kShmWays = 3;  // the strategies other than Auto
+
+inline const char* shm_strategy_name(ShmStrategy s) {
+  switch (s) {
+    case ShmStrategy::Auto:
+      return "auto";
+    case ShmStrategy::Cached:
+      return "cached";
+    case ShmStrategy::StreamStage:
+      return "stream-stage";
+    case ShmStrategy::Stream:
+      return "stream";
+  }
+  return "unknown";
+}
+
+// "auto", "cached", "stream-stage", "stream"; false if none of these.
+inline bool parse_shm_strategy(const char* text, ShmStrategy* out) {
+  for (ShmStrategy s : {ShmStrategy::Auto, ShmStrategy::Cached,
+                        ShmStrategy::StreamStage, ShmStrategy::Stream}) {
+    const char* a = text;
+    const char* b = shm_strategy_name(s);
+    while (*a != '\0' && *a == *b) {
+      ++a;
+      ++b;
+    }
+    if (*a == '\0' && *b == '\0') {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+// What one large op does.
+struct ShmWay {
+  bool stream_stage = false;
+  bool stream_out = false;
+};
+
+inline ShmWay shm_way(ShmStrategy s) {
+  return ShmWay{s != ShmStrategy::Cached, s == ShmStrategy::Stream};
+}
+
+class ShmTuner {
+ public:
+  enum Kind { kReduce = 0, kGather = 1, kBroadcast = 2, kKinds = 3 };
+
+  // forced: Auto to measure, else the strategy every op uses.
+  explicit ShmTuner(ShmStrategy forced = ShmStrategy::Auto) : forced_(forced) {}
+
+  ShmStrategy forced() const { return forced_; }
+
+  // How the large op about to start (kind, `bytes` of the caller's message)
+  // moves its data. `guess` is the heuristic choice, measured first.
+  // Remembers the op, so that finish() can record its time.
+  ShmWay begin(Kind kind, size_t bytes, ShmStrategy guess) {
+    if (forced_ != ShmStrategy::Auto) {
+      return shm_way(forced_);
+    }
+    Class& c = table_[kind][class_of(bytes)];
+    // Trial order: guess, then the others in order; mirrored.
+    int order[kShmWays];
+    order[0] = static_cast<int>(guess) - 1;
+    for (int w = 0, k = 1; w < kShmWays; ++w) {
+      if (w != order[0])
+        order[k++] = w;
+    }
+    const uint32_t idx = c.calls++;
+    int pick = order[0];
+    if (idx < 2 * kShmWays) {
+      pick = idx < kShmWays ? order[idx] : order[2 * kShmWays - 1 - idx];
+    } else {
+      pick = best_of(c, order[0]);
+    }
+    cur_ = Record{kind, class_of(bytes), pick, bytes};
+    timing_ = true;
+    return shm_way(static_cast<ShmStrategy>(pick + 1));
+  }
+
+  // The op begun last ended after `ns` on this rank: reported at the next
+  // sync step (report()), then absorbed with every rank's report.
+  void finish(uint64_t ns) {
+    if (!timing_)
+      return;
+    timing_ = false;
+    done_ = cur_;
+    report_ = ns + 1;  // 0 means "nothing to report"
+  }
+
+  // What this rank publishes at its next sync step (0: nothing); taken
+  // once.
+  uint64_t take_report() {
+    uint64_t r = report_;
+    report_ = 0;
+    reported_ = r != 0;
+    return r;
+  }
+
+  // After that step: the largest report of all ranks (every rank reported
+  // at the same step, since they run the same ops). Every rank calls this
+  // with the same value, so the tables stay identical.
+  void absorb(uint64_t slowest_ns) {
+    if (!reported_)
+      return;
+    reported_ = false;
+    Class& c = table_[done_.kind][done_.cls];
+    const double per_byte =
+        static_cast<double>(slowest_ns) / static_cast<double>(done_.bytes | 1);
+    double& best = c.best[done_.pick];
+    if (c.samples[done_.pick] == 0 || per_byte < best)
+      best = per_byte;
+    ++c.samples[done_.pick];
+  }
+  bool reported() const { return reported_; }
+
+  // The choice made for ops of this kind and size from now on, once the
+  // measurements are complete (tests, logs): Auto while still measuring.
+  ShmStrategy chosen(Kind kind, size_t bytes) const {
+    if (forced_ != ShmStrategy::Auto)
+      return forced_;
+    const Class& c = table_[kind][class_of(bytes)];
+    if (c.calls < 2 * kShmWays)
+      return ShmStrategy::Auto;
+    for (int w = 0; w < kShmWays; ++w) {
+      if (c.samples[w] == 0)
+        return ShmStrategy::Auto;
+    }
+    return static_cast<ShmStrategy>(best_of(c, 0) + 1);
+  }
+
+  static size_t class_of(size_t bytes) {
+    size_t k = 0;
+    while (k + 1 < kClasses && (size_t(1) << (k + 1)) <= bytes)
+      ++k;
+    return k;
+  }
+
+ private:
+  static constexpr size_t kClasses = 48;
+  struct Class {
+    uint32_t calls = 0;
+    std::array<uint32_t, kShmWays> samples{};
+    std::array<double, kShmWays> best{};  // ns per byte, lowest seen
+  };
+  // The measured way with the lowest time per byte (ties: the lower index);
+  // `fallback` if none is measured yet.
+  static int best_of(const Class& c, int fallback) {
+    int pick = -1;
+    for (int w = 0; w < kShmWays; ++w) {
+      if (c.samples[w] != 0 && (pick < 0 || c.best[w] < c.best[pick]))
+        pick = w;
+    }
+    return pick < 0 ? fallback : pick;
+  }
+  ShmStrategy forced_;
+  std::array<std::array<Class, kClasses>, kKinds> table_{};
+  struct Record {
+    int kind = 0;
+    size_t cls = 0;
+    int pick = 0;
+    size_t bytes = 1;
+  };
+  Record cur_;   // the op begun last
+  Record done_;  // the op whose time is being reported
+  bool timing_ = false;
+  bool reported_ = false;
+  uint64_t report_ = 0;
+};
+
+}  // namespace jaccl::detail

@@ -1,0 +1,60 @@
+// Copyright 2026 the jaccl authors.
+// The supervision loop: starts the planned ranks, re-emits their output,
+// stops them all when one fails, forwards signals, enforces deadlines.
+//
+// Single-threaded: one poll loop over the ranks' output pipes, our own
+// stdout/stderr when output is queued, and a self-pipe that the signal
+// handlers (including SIGCHLD) write to.
+//
+// Local ranks get signals directly. A remote rank is an ssh client whose
+// stdin carries the token and then signal names, one per line, which the
+// remote shell applies to the rank's process group (see remote.h); ending
+// that stdin, or the connection, ends the remote rank.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <vector>
+
+#include "run/options.h"
+#include "run/plan.h"
+#include "run/spawn.h"
+
+namespace jaccl::run {
+
+class Launcher {
+ public:
+  Launcher(const Options& opt, JobPlan plan)
+      : opt_(opt), plan_(std::move(plan)) {}
+
+  int run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void reap();
+  void on_exit(int rank);
+  void on_started(int rank);
+  void notice_starts();
+  void stop(int sig, const std::string& why);
+  void fail(int rank, int status, const std::string& why);
+  void kill_all(int sig);
+  void signal_rank(Rank& r, int sig);
+  void check_deadlines();
+  int running() const;
+
+  const Options& opt_;
+  JobPlan plan_;
+  std::vector<Rank> ranks_;
+  Clock::time_point start_;
+  Clock::time_point connect_by_;                  // remote ranks start by then
+  std::optional<Clock::time_point> kill_at_;      // SIGKILL stragglers then
+  std::optional<Clock::time_point> ssh_kill_at_;  // then their ssh clients
+  bool stopping_ = false;
+  int failed_rank_ = -1;  // first rank that failed
+  int failed_status_ = 0;
+  int signal_ = 0;  // signal that stopped the job
+  bool timed_out_ = false;
+};
+
+}  // namespace jaccl::run

@@ -1,0 +1,36 @@
+// Copyright 2026 the jaccl authors.
+// jaccl-run's command line.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jaccl::run {
+
+struct Options {
+  int n = 0;                     // 0 with hosts: every slot
+  std::vector<std::string> env;  // K=V
+  std::string side_channel;
+  std::string coordinator;
+  bool no_token = false;
+  bool no_prefix = false;
+  double grace = 3;
+  double timeout = 0;
+  bool verbose = false;
+  bool dry_run = false;
+  // Several hosts.
+  std::string hosts;     // --hosts h1,h2:2
+  std::string hostfile;  // --hostfile FILE
+  std::string ssh = "ssh -o BatchMode=yes";
+  std::string cwd;  // "" = ours
+  double connect_timeout = 30;
+  std::vector<std::string> command;
+
+  bool multi_host() const { return !hosts.empty() || !hostfile.empty(); }
+};
+
+// Fills opt; returns the exit code on a usage error or --help.
+std::optional<int> parse(int argc, char** argv, Options& opt);
+
+}  // namespace jaccl::run

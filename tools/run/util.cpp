@@ -1,0 +1,84 @@
+// Copyright 2026 the jaccl authors.
+#include "run/util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "run/output.h"
+
+namespace jaccl::run {
+
+void note(const std::string& msg) {
+  err_sink().put("jaccl-run: " + msg + "\n");
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev
+                           : "signal " + std::to_string(sig);
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" +
+           signal_name(sig) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+bool failed(int status) {
+  return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  if (::getrandom(bytes, sizeof(bytes), 0) != sizeof(bytes)) {
+    note(std::string("getrandom: ") + std::strerror(errno));
+    std::exit(1);
+  }
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += "0123456789abcdef"[b >> 4];
+    token += "0123456789abcdef"[b & 15];
+  }
+  return token;
+}
+
+int free_port(bool loopback_only) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 ||
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    note(std::string("cannot pick a coordinator port: ") +
+         std::strerror(errno));
+    std::exit(1);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
+}  // namespace jaccl::run
