@@ -158,6 +158,7 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
     Launch l{std::string("Shm_N") + std::to_string(n) + "_" + strategy,
              n,
              "shm",
+             "",
              false,
              2,
              "full",
