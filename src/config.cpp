@@ -260,6 +260,16 @@ Config& Config::set_transport(std::string transport) {
   return *this;
 }
 
+Config& Config::set_ofi_provider(std::string provider) {
+  ofi_provider_ = std::move(provider);
+  return *this;
+}
+
+Config& Config::set_ofi_force_register(bool on) {
+  ofi_force_register_ = on;
+  return *this;
+}
+
 bool Config::is_valid_mesh() const {
   if (size_ < 1)
     return false;
@@ -392,9 +402,10 @@ std::string Config::invalid_reason() const {
   if (wires_ < 1 || wires_ > 64) {
     why.push_back("wires must be in 1..64, got " + std::to_string(wires_));
   }
-  if (transport_ != "auto" && transport_ != "tcp" && transport_ != "shm") {
-    why.push_back("transport must be auto, tcp or shm, got '" + transport_ +
-                  "'");
+  if (transport_ != "auto" && transport_ != "tcp" && transport_ != "shm" &&
+      transport_ != "ofi") {
+    why.push_back("transport must be auto, tcp, shm or ofi, got '" +
+                  transport_ + "'");
   }
   if (timeout_.count() <= 0) {
     why.push_back("the set-up timeout must be positive");
@@ -533,10 +544,21 @@ Config Config::from_env() {
   }
   if (get(EnvVar::Transport)) {
     std::string t = get(EnvVar::Transport);
-    if (t != "auto" && t != "tcp" && t != "shm") {
-      cfg.record(describe(EnvVar::Transport) + " is not auto, tcp or shm");
+    if (t != "auto" && t != "tcp" && t != "shm" && t != "ofi") {
+      cfg.record(describe(EnvVar::Transport) + " is not auto, tcp, shm or ofi");
     } else {
       cfg.set_transport(t);
+    }
+  }
+  if (get(EnvVar::OfiProvider)) {
+    cfg.set_ofi_provider(get(EnvVar::OfiProvider));
+  }
+  if (get(EnvVar::OfiForceRegister)) {
+    const std::string v = get(EnvVar::OfiForceRegister);
+    if (v != "0" && v != "1") {
+      cfg.record(describe(EnvVar::OfiForceRegister) + " is not 0 or 1");
+    } else {
+      cfg.set_ofi_force_register(v == "1");
     }
   }
   return cfg;

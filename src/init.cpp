@@ -10,7 +10,7 @@
 #include "common/handshake.h"
 #include "common/log.h"
 #include "jaccl/jaccl.h"
-#include "transport/setup.h"
+#include "group/make_group.h"
 
 namespace jaccl {
 

@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", o.quiet, "no progress lines");
   std::string transport;
   app.add_option("-t,--transport", transport,
-                 "auto, tcp or shm (default: JACCL_TRANSPORT)");
+                 "auto, tcp, shm or ofi (default: JACCL_TRANSPORT)");
   CLI11_PARSE(app, argc, argv);
 
   const size_t lo = o.min_bytes, hi = o.max_bytes;

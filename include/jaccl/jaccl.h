@@ -51,8 +51,14 @@ class Config {
   Config& set_interface(std::string ifname_or_ip);
   // TCP connections per neighbour (>= 1).
   Config& set_wires(int wires);
-  // "auto", "tcp" or "shm".
+  // "auto", "tcp", "shm" or "ofi" (libfabric for every pair).
   Config& set_transport(std::string transport);
+  // libfabric provider of the ofi transport ("tcp;ofi_rxm", "shm",
+  // "verbs;ofi_rxm", "efa"; "" = the best one found).
+  Config& set_ofi_provider(std::string provider);
+  // Test knob: register every ofi buffer even when the provider does not
+  // require it (the path verbs and efa need).
+  Config& set_ofi_force_register(bool on);
   // Silence after which a peer is declared lost (0 = off; default 10 s).
   Config& set_heartbeat_timeout(std::chrono::milliseconds timeout);
   // A built-in side channel by URI: tcp://host:port, file:///shared/dir,
@@ -92,6 +98,8 @@ class Config {
   const std::string& get_interface() const { return interface_; }
   int get_wires() const { return wires_; }
   const std::string& get_transport() const { return transport_; }
+  const std::string& get_ofi_provider() const { return ofi_provider_; }
+  bool get_ofi_force_register() const { return ofi_force_register_; }
   const std::string& get_side_channel() const { return side_channel_; }
   const std::string& get_job() const { return job_; }
 
@@ -119,6 +127,8 @@ class Config {
   std::string interface_;
   int wires_ = 2;
   std::string transport_ = "auto";
+  std::string ofi_provider_;
+  bool ofi_force_register_ = false;
   std::string side_channel_;
   std::string job_;
   std::vector<std::string> problems_;

@@ -1,11 +1,9 @@
 // Copyright 2026 the jaccl authors.
-// The byte-moving engine under the collectives: op headers (mismatch
-// detection), non-blocking send/recv with error mapping, a bounded poll that
-// also wakes on the group's failure, and run_transfers(), which progresses
-// several sends and receives on several sockets at once.
+// What every collective shares: op headers (mismatch detection), the op in
+// flight (deadline, failure state, names) and run_transfers(), which posts
+// a set of messages on the group's links (transport/endpoint.h) and
+// progresses them all at once. No transport knowledge here.
 #pragma once
-
-#include <poll.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +12,7 @@
 #include <vector>
 
 #include "common/deadline.h"
-#include "transport/connections.h"
+#include "transport/endpoint.h"
 
 namespace jaccl::detail {
 
@@ -42,8 +40,8 @@ struct OpDesc {
   uint8_t streams = 1;  // wires the op's data is split over
 };
 
-// Sent ahead of an op's first bytes on every socket the op uses, in the same
-// sendmsg as the first payload bytes.
+// Sent ahead of an op's first bytes on every link the op uses (TCP puts it
+// in the same sendmsg as the first payload bytes).
 struct WireHeader {
   uint32_t magic = 0;
   uint32_t seq = 0;  // ops so far on this (sender, receiver) link
@@ -54,7 +52,7 @@ struct WireHeader {
   uint32_t aux = 0;
   uint64_t n_bytes = 0;
 };
-static_assert(sizeof(WireHeader) == 24);
+static_assert(sizeof(WireHeader) == kMsgHeaderBytes);
 inline constexpr size_t kHeaderBytes = sizeof(WireHeader);
 
 WireHeader make_header(const OpDesc& op, uint32_t seq);
@@ -85,56 +83,44 @@ struct OpContext {
   }
 };
 
-// One non-blocking sendmsg/recvmsg of the rest of a header followed by
-// payload. Returns false when the socket would block; otherwise advances
-// hdr_done and done. EOF/reset is PeerLost naming the peer, others Io.
-bool send_step(int fd, const WireHeader& h, size_t& hdr_done, const char* p,
-               size_t len, size_t& done, int peer, const OpContext& ctx);
-bool recv_step(int fd, WireHeader& h, size_t& hdr_done, char* p, size_t len,
-               size_t& done, int peer, const OpContext& ctx);
-
-// Best effort, never blocks or throws: sends what is left of a header.
-void push_header(int fd, const WireHeader& h, size_t& hdr_done);
-
-// poll() on fds plus the failure wake fd, bounded by the op deadline. Returns
-// false when the deadline expired; rethrows the group's failure if woken.
-bool wait_ready(std::vector<pollfd>& fds, const OpContext& ctx);
-
 // "all_sum timed out after 2 s waiting for rank 3 (<detail>)".
 [[noreturn]] void raise_timeout(const OpContext& ctx, int peer,
                                 const std::string& detail);
 
-// A header plus payload to or from one peer on one socket.
+// A header plus payload to or from one peer on one link.
 struct Transfer {
-  int fd = -1;
+  Link* link = nullptr;
   int peer = -1;
   bool is_send = false;
-  uint32_t seq = 0;  // sent, or expected
+  bool checked = false;  // receive: header checked
+  uint32_t seq = 0;      // sent, or expected
   WireHeader hdr{};
-  size_t hdr_done = 0;
   char* buf = nullptr;
   size_t len = 0;
-  size_t done = 0;
-  bool finished() const { return hdr_done == kHeaderBytes && done == len; }
+  Msg msg;
 };
 
-// Runs all transfers to completion (concurrently, one thread), bounded by the
-// op deadline. pfds is reusable scratch.
-void run_transfers(std::span<Transfer> xs, const OpContext& ctx,
-                   std::vector<pollfd>& pfds);
+// Posts all transfers (sends first) and runs them to completion on this
+// thread, checking each received header, bounded by the op deadline.
+// scratch and ws are reusable.
+void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
+                   std::vector<Link*>& scratch);
 
-// The group's view of its sockets: raw fds (owned by Connections) and the
-// per-link op counters that go into headers.
+// The group's view of its links (owned by the Network) and the per-link op
+// counters that go into headers.
 struct Links {
   int rank = 0;
   int size = 1;
-  std::vector<std::vector<int>> fds;  // fds[peer][wire]
-  std::vector<uint32_t> send_seq;     // ops sent to peer so far
-  std::vector<uint32_t> recv_seq;     // ops received from peer so far
+  std::vector<std::vector<Link*>> wires;  // wires[peer][wire]
+  std::vector<uint32_t> send_seq;         // ops sent to peer so far
+  std::vector<uint32_t> recv_seq;         // ops received from peer so far
   FailureState* state = nullptr;
+  // Whether a send completes without the peer's receive (Network).
+  bool local_send_completion = true;
   // Reused scratch of the mesh path (no allocation in the steady state).
   std::vector<Transfer> xfers;
-  std::vector<pollfd> pfds;
+  std::vector<Link*> used;
+  WaitSet ws;
   std::vector<char> scratch;
 
   Transfer& add_send(int peer, int wire, const OpContext& ctx, const void* buf,

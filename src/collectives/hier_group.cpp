@@ -57,7 +57,7 @@ bool blocked(const HostMap& m) {
 
 HierGroup::HierGroup(int rank, HostMap map, std::shared_ptr<Group> local,
                      std::shared_ptr<Group> leaders, std::shared_ptr<Group> p2p,
-                     std::shared_ptr<FailureState> state)
+                     std::shared_ptr<FailureState> state, std::string name)
     : rank_(rank),
       map_(std::move(map)),
       host_(map_.host_of[static_cast<size_t>(rank)]),
@@ -66,7 +66,8 @@ HierGroup::HierGroup(int rank, HostMap map, std::shared_ptr<Group> local,
       local_(std::move(local)),
       leaders_(std::move(leaders)),
       p2p_(std::move(p2p)),
-      state_(std::move(state)) {}
+      state_(std::move(state)),
+      name_(std::move(name)) {}
 
 void HierGroup::reduce_on(Group& g, ReduceOp op, const void* in, void* out,
                           size_t n, int dtype) {

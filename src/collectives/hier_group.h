@@ -9,11 +9,12 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/reduce.h"
 #include "jaccl/group.h"
-#include "transport/connections.h"
+#include "transport/failure.h"
 
 namespace jaccl::detail {
 
@@ -39,7 +40,7 @@ class HierGroup : public Group {
   // send/recv to ranks on other hosts (every rank).
   HierGroup(int rank, HostMap map, std::shared_ptr<Group> local,
             std::shared_ptr<Group> leaders, std::shared_ptr<Group> p2p,
-            std::shared_ptr<FailureState> state);
+            std::shared_ptr<FailureState> state, std::string name = "shm+tcp");
 
   int rank() override { return rank_; }
   int size() override { return map_.size(); }
@@ -52,7 +53,7 @@ class HierGroup : public Group {
   void recv(void* out, size_t n, int src) override;
   void barrier() override;
   void broadcast(void* buf, size_t n, int root) override;
-  const char* backend_name() const override { return "shm+tcp"; }
+  const char* backend_name() const override { return name_.c_str(); }
 
  private:
   void all_reduce(ReduceOp op, const char* name, const void* in, void* out,
@@ -69,6 +70,7 @@ class HierGroup : public Group {
   std::shared_ptr<Group> leaders_;
   std::shared_ptr<Group> p2p_;
   std::shared_ptr<FailureState> state_;
+  std::string name_;
   std::mutex mu_;  // one collective at a time
   std::vector<char> tmp_, tmp2_;
 };

@@ -103,7 +103,7 @@ namespace {
 // with the wire count in the header.
 void add_split(Links& l, OpContext& ctx, int peer, bool is_send, char* buf,
                size_t n_bytes) {
-  const size_t wires = l.fds[peer].size();
+  const size_t wires = l.wires[peer].size();
   ctx.desc.streams = static_cast<uint8_t>(wires);
   for (size_t w = 0; w < wires; ++w) {
     const ring::Range part = ring::split(n_bytes, wires, w);

@@ -12,39 +12,6 @@ namespace jaccl::detail {
 
 using ring::Mode;
 
-// One direction of one wire: a header, then the schedule's chunks (this
-// stream's slice of them), with a send cursor and a receive cursor. A send at
-// step t may go as far as the receive of step t-1 has arrived (and been
-// reduced); a receive proceeds piece by piece, reducing each piece.
-struct RingEngine::Stream {
-  ring::Schedule sch;
-  int steps = 0;
-  int send_fd = -1;
-  int recv_fd = -1;
-  size_t a = 0;  // first element of this stream's slice
-  size_t m = 0;  // elements in the slice (per chunk for AllGather/RS)
-  size_t piece = 0;
-  char* pbuf = nullptr;                 // AllReduce in place: one piece
-  char* rsbuf[2] = {nullptr, nullptr};  // ReduceScatter: double buffer
-  WireHeader sh{};
-  WireHeader rh{};
-  size_t shdr = 0;
-  size_t rhdr = 0;
-  uint32_t rseq = 0;
-  int st = 0;
-  int rt = 0;
-  size_t sdone = 0;
-  size_t rgot = 0;
-  size_t rproc = 0;
-  bool swait = false;
-  bool rwait = false;
-
-  bool done() const {
-    return st == steps && rt == steps && shdr == kHeaderBytes &&
-           rhdr == kHeaderBytes;
-  }
-};
-
 namespace {
 
 struct Geo {
@@ -53,18 +20,113 @@ struct Geo {
   size_t len;
 };
 
+// Position in a stream's message list: step t, piece k, message j.
+struct Cursor {
+  int t = 0;
+  size_t k = 0;
+  size_t j = 0;
+};
+
+// starts[t]: the first message of step t; starts[steps]: the total.
+void skip_empty(Cursor& c, const std::vector<size_t>& starts, int steps) {
+  while (c.t < steps && c.j == starts[static_cast<size_t>(c.t) + 1]) {
+    ++c.t;
+    c.k = 0;
+  }
+}
+
+void advance(Cursor& c, const std::vector<size_t>& starts, int steps) {
+  ++c.j;
+  ++c.k;
+  skip_empty(c, starts, steps);
+}
+
+int step_of(const std::vector<size_t>& starts, size_t j) {
+  const auto it = std::upper_bound(starts.begin(), starts.end(), j);
+  return static_cast<int>(it - starts.begin()) - 1;
+}
+
+Geo geo(ring::Mode mode, size_t es, size_t n_bytes, int n, size_t a, size_t m,
+        int c) {
+  switch (mode) {
+    case Mode::AllReduce: {
+      const ring::Range cr = ring::split(m, n, c);
+      const size_t off = (a + cr.off) * es;
+      return {off, off, cr.len * es};
+    }
+    case Mode::AllGather: {
+      const size_t off = c * n_bytes + a;
+      return {off, off, m};
+    }
+    case Mode::ReduceScatter:
+      return {c * n_bytes + a * es, a * es, m * es};
+  }
+  return {0, 0, 0};
+}
+
 }  // namespace
+
+// Per wire, reused across ops: scratch, message lists, the wait set.
+struct RingEngine::WireState {
+  std::vector<char> scratch;
+  std::vector<Msg> msgs[2][2];       // [direction][0 send, 1 recv]
+  std::vector<size_t> starts[2][2];  // first message of each step
+  std::vector<Link*> used;
+  WaitSet ws;
+};
+
+// One direction of one wire: a header each way, then the schedule's chunks
+// (this stream's slice of them) in pieces, one message each.
+struct RingEngine::Stream {
+  ring::Schedule sch;
+  int steps = 0;
+  Link* send_link = nullptr;
+  Link* recv_link = nullptr;
+  size_t a = 0;  // first element of this stream's slice
+  size_t m = 0;  // elements in the slice (per chunk for AllGather/RS)
+  size_t piece = 0;
+  char* slots = nullptr;  // AllReduce in place: window pieces
+  // ReduceScatter: step t receives into slot rs(t): a double buffer when a
+  // send completes locally (TCP), else one slot per step, so no receive
+  // waits for a send that itself waits for the peer's receive.
+  char* rsbase = nullptr;
+  size_t rsstride = 0;
+  bool rsdouble = true;
+  char* rs(int t) const {
+    return rsbase + static_cast<size_t>(rsdouble ? (t & 1) : t) * rsstride;
+  }
+  WireHeader sh{};
+  WireHeader rh{};
+  Msg hs;  // header out
+  Msg hr;  // header in
+  bool checked = false;
+  uint32_t rseq = 0;
+  std::vector<Msg>* sends = nullptr;
+  std::vector<Msg>* recvs = nullptr;
+  const std::vector<size_t>* s_start = nullptr;
+  const std::vector<size_t>* r_start = nullptr;
+  Cursor sc;          // next send to post
+  Cursor rc;          // next receive to post
+  Cursor pc;          // next receive to finish (reduce)
+  size_t s_comp = 0;  // sends before this one are done
+
+  size_t n_s() const { return sends->size(); }
+  size_t n_r() const { return recvs->size(); }
+  bool done() const {
+    return hs.done && checked && sc.j == n_s() && s_comp == n_s() &&
+           pc.j == n_r();
+  }
+};
 
 RingEngine::RingEngine(Links& links) : links_(links) {
   const int n = links.size;
   const int right = ring::mod(links.rank + 1, n);
   const int left = ring::mod(links.rank - 1, n);
-  const size_t w = std::min(links.fds[right].size(), links.fds[left].size());
+  const size_t w =
+      std::min(links.wires[right].size(), links.wires[left].size());
   wires_ = static_cast<int>(std::clamp<size_t>(w, 1, 64));
-  scratch_.resize(wires_);
-  pfds_.resize(wires_);
-  for (auto& v : pfds_) {
-    v.reserve(8);
+  for (int i = 0; i < wires_; ++i) {
+    wire_state_.push_back(std::make_unique<WireState>());
   }
   for (int i = 1; i < wires_; ++i) {
     threads_.emplace_back([this, i] { worker(i); });
@@ -146,13 +208,13 @@ void RingEngine::run(Mode mode, const OpContext& ctx, ReduceOp op, int dtype,
   links_.state->throw_if_failed();
 }
 
-void RingEngine::setup_stream(Stream& s, int w, int d, char* scratch) const {
+void RingEngine::setup_stream(Stream& s, int w, int d, char* scratch) {
   const Plan& p = plan_;
-  s = Stream{};
+  WireState& ws = *wire_state_[static_cast<size_t>(w)];
   s.sch = ring::Schedule{links_.size, links_.rank, d == 0 ? 1 : -1, p.mode};
   s.steps = s.sch.steps();
-  s.send_fd = links_.fds[s.sch.to()][w];
-  s.recv_fd = links_.fds[s.sch.from()][w];
+  s.send_link = links_.wires[s.sch.to()][w];
+  s.recv_link = links_.wires[s.sch.from()][w];
   const ring::Range slice = ring::split(
       p.elems, static_cast<size_t>(wires_) * p.dirs, w * p.dirs + d);
   s.a = slice.off;
@@ -160,38 +222,76 @@ void RingEngine::setup_stream(Stream& s, int w, int d, char* scratch) const {
   s.piece = ring::piece_bytes(kRingPieceBytes, p.es);
   s.sh = make_header(p.ctx.desc, p.send_seq[d]);
   s.rseq = p.recv_seq[d];
-  s.pbuf = scratch;
-  s.rsbuf[0] = scratch;
-  s.rsbuf[1] = scratch + s.m * p.es;
+  s.slots = scratch;
+  s.rsbase = scratch;
+  s.rsstride = s.m * p.es;
+  s.rsdouble = links_.local_send_completion;
+  // The message lists: every step's chunk in pieces.
+  for (int side = 0; side < 2; ++side) {
+    std::vector<size_t>& starts = ws.starts[d][side];
+    starts.assign(static_cast<size_t>(s.steps) + 1, 0);
+    for (int t = 0; t < s.steps; ++t) {
+      const int c = side == 0 ? s.sch.send_chunk(t) : s.sch.recv_chunk(t);
+      const size_t len = geo(p.mode, p.es, p.n_bytes, s.sch.n, s.a, s.m, c).len;
+      starts[static_cast<size_t>(t) + 1] =
+          starts[static_cast<size_t>(t)] + (len + s.piece - 1) / s.piece;
+    }
+    ws.msgs[d][side].resize(starts.back());
+  }
+  s.sends = &ws.msgs[d][0];
+  s.recvs = &ws.msgs[d][1];
+  s.s_start = &ws.starts[d][0];
+  s.r_start = &ws.starts[d][1];
+  skip_empty(s.sc, *s.s_start, s.steps);
+  skip_empty(s.rc, *s.r_start, s.steps);
+  skip_empty(s.pc, *s.r_start, s.steps);
+  s.hs.prepare(&s.sh, nullptr, 0);
+  s.hr.prepare(&s.rh, nullptr, 0);
 }
 
 void RingEngine::run_wire(int w) {
   const Plan& p = plan_;
-  // Scratch: a piece per direction for in-place all-reduce, two chunk
-  // slices per direction for reduce-scatter.
+  WireState& ws = *wire_state_[static_cast<size_t>(w)];
+  // Scratch: the receive window's pieces per direction for in-place
+  // all-reduce, two chunk slices per direction for reduce-scatter.
   const size_t slice_bytes =
       (p.elems / (static_cast<size_t>(wires_) * p.dirs) + 1) * p.es;
   size_t per_dir = 0;
   if (p.mode == Mode::AllReduce && p.in == p.out) {
-    per_dir = ring::piece_bytes(kRingPieceBytes, p.es);
+    per_dir = kRingWindow * ring::piece_bytes(kRingPieceBytes, p.es);
   } else if (p.mode == Mode::ReduceScatter) {
-    per_dir = 2 * slice_bytes;
+    const size_t slots =
+        links_.local_send_completion ? 2 : static_cast<size_t>(links_.size - 1);
+    per_dir = slots * slice_bytes;
   }
-  std::vector<char>& scratch = scratch_[w];
-  if (scratch.size() < per_dir * p.dirs) {
-    scratch.resize(per_dir * p.dirs);
+  if (ws.scratch.size() < per_dir * p.dirs) {
+    ws.scratch.resize(per_dir * p.dirs);
   }
   Stream streams[2];
+  ws.used.clear();
   for (int d = 0; d < p.dirs; ++d) {
-    setup_stream(streams[d], w, d, scratch.data() + d * per_dir);
+    setup_stream(streams[d], w, d, ws.scratch.data() + d * per_dir);
+    for (Link* l : {streams[d].send_link, streams[d].recv_link}) {
+      if (std::find(ws.used.begin(), ws.used.end(), l) == ws.used.end()) {
+        ws.used.push_back(l);
+      }
+    }
   }
+  struct Clear {
+    std::vector<Link*>& v;
+    ~Clear() {
+      for (Link* l : v) {
+        l->clear();
+      }
+    }
+  } clear{ws.used};
   try {
     wire_loop(streams, w);
   } catch (...) {
     // A mismatch (or any failure) here: let the peers we owe a header see
     // ours (best effort), so they report the mismatch instead of waiting.
     for (int d = 0; d < p.dirs; ++d) {
-      push_header(streams[d].send_fd, streams[d].sh, streams[d].shdr);
+      streams[d].send_link->flush_headers();
     }
     throw;
   }
@@ -199,43 +299,52 @@ void RingEngine::run_wire(int w) {
 
 void RingEngine::wire_loop(Stream* streams, int w) {
   const Plan& p = plan_;
-  std::vector<pollfd>& pfds = pfds_[w];
+  WireState& ws = *wire_state_[static_cast<size_t>(w)];
+  // Headers first: they leave before a mismatch can stop us.
+  for (int d = 0; d < p.dirs; ++d) {
+    streams[d].send_link->post_send(streams[d].hs);
+    streams[d].recv_link->post_recv(streams[d].hr);
+  }
+  ws.ws.progressed();
   for (;;) {
-    bool progress = true;
-    while (progress) {
-      progress = false;
-      // Sends first: headers leave before a mismatch can stop us.
-      for (int d = 0; d < p.dirs; ++d) {
-        streams[d].swait = false;
-        progress |= pump_send(streams[d]);
-      }
-      for (int d = 0; d < p.dirs; ++d) {
-        streams[d].rwait = false;
-        progress |= pump_recv(streams[d]);
-      }
+    bool work = false;
+    for (int d = 0; d < p.dirs; ++d) {
+      work |= post_sends(streams[d]);
+      work |= post_recvs(streams[d]);
     }
-    pfds.clear();
+    for (Link* l : ws.used) {
+      work |= l->progress(p.ctx.name);
+    }
     bool all_done = true;
     for (int d = 0; d < p.dirs; ++d) {
-      const Stream& s = streams[d];
+      Stream& s = streams[d];
+      if (!s.checked && s.hr.hdr_in) {
+        check_header(s.rh, p.ctx.desc, s.rseq, p.ctx.rank,
+                     p.ctx.who(s.sch.from()));
+        s.checked = true;
+        s.recv_link->accept(s.hr);
+        work = true;
+      }
+      work |= finish_recvs(s);
+      while (s.s_comp < s.sc.j && (*s.sends)[s.s_comp].done) {
+        ++s.s_comp;
+        work = true;
+      }
       all_done = all_done && s.done();
-      if (s.swait) {
-        pfds.push_back({s.send_fd, POLLOUT, 0});
-      }
-      if (s.rwait) {
-        pfds.push_back({s.recv_fd, POLLIN, 0});
-      }
     }
     if (all_done) {
       return;
     }
-    if (pfds.empty()) {
-      raise(ErrorKind::Internal,
-            std::string("ring ") + p.ctx.name + " stalled on wire " +
-                std::to_string(w),
-            {.rank = p.ctx.rank});
+    if (work) {
+      ws.ws.progressed();
+      continue;
     }
-    if (!wait_ready(pfds, p.ctx)) {
+    ws.ws.clear();
+    for (Link* l : ws.used) {
+      l->want(ws.ws);
+    }
+    if (!ws.ws.wait(p.ctx.deadline, *p.ctx.state, p.ctx.spin_us, p.ctx.name,
+                    p.ctx.rank)) {
       for (int d = 0; d < p.dirs; ++d) {
         if (!streams[d].done()) {
           timeout(streams[d], w);
@@ -245,158 +354,113 @@ void RingEngine::wire_loop(Stream* streams, int w) {
   }
 }
 
-namespace {
-
-Geo geo(ring::Mode mode, size_t es, size_t n_bytes, int n, size_t a, size_t m,
-        int c) {
-  switch (mode) {
-    case Mode::AllReduce: {
-      const ring::Range cr = ring::split(m, n, c);
-      const size_t off = (a + cr.off) * es;
-      return {off, off, cr.len * es};
-    }
-    case Mode::AllGather: {
-      const size_t off = c * n_bytes + a;
-      return {off, off, m};
-    }
-    case Mode::ReduceScatter:
-      return {c * n_bytes + a * es, a * es, m * es};
-  }
-  return {0, 0, 0};
-}
-
-}  // namespace
-
-bool RingEngine::pump_send(Stream& s) const {
+bool RingEngine::post_sends(Stream& s) const {
   const Plan& p = plan_;
-  bool progress = false;
-  for (;;) {
-    Geo g{0, 0, 0};
-    for (;;) {
-      if (s.st == s.steps) {
-        break;
-      }
-      g = geo(p.mode, p.es, p.n_bytes, s.sch.n, s.a, s.m,
-              s.sch.send_chunk(s.st));
-      if (s.sdone < g.len) {
-        break;
-      }
-      ++s.st;
-      s.sdone = 0;
+  bool posted = false;
+  while (s.sc.j < s.n_s()) {
+    const int t = s.sc.t;
+    const size_t k = s.sc.k;
+    // What step t forwards is what step t-1 received (and reduced).
+    if (t > 0 && s.pc.j <= (*s.r_start)[static_cast<size_t>(t) - 1] + k) {
+      break;
     }
+    const Geo g =
+        geo(p.mode, p.es, p.n_bytes, s.sch.n, s.a, s.m, s.sch.send_chunk(t));
+    const size_t off = k * s.piece;
+    const size_t len = std::min(s.piece, g.len - off);
     const char* src = nullptr;
-    size_t lim = 0;
-    if (s.st < s.steps) {
-      const int t = s.st;
-      // What step t forwards is what step t-1 received.
-      lim = t == 0 || s.rt >= t ? g.len : (s.rt == t - 1 ? s.rproc : 0);
-      if (p.mode == Mode::AllReduce) {
-        src = (t == 0 ? p.in : p.out) + g.in_off;
-      } else if (p.mode == Mode::AllGather) {
-        src = p.out + g.out_off;
-      } else {
-        src = t == 0 ? p.in + g.in_off : s.rsbuf[(t - 1) & 1];
-      }
+    if (p.mode == Mode::AllReduce) {
+      src = (t == 0 ? p.in : p.out) + g.in_off + off;
+    } else if (p.mode == Mode::AllGather) {
+      src = p.out + g.out_off + off;
+    } else {
+      src = (t == 0 ? p.in + g.in_off : s.rs(t - 1)) + off;
     }
-    if (s.shdr == kHeaderBytes && s.sdone >= lim) {
-      return progress;  // finished, or waiting for a receive
-    }
-    size_t moved = 0;
-    const size_t h0 = s.shdr;
-    const bool ready = send_step(s.send_fd, s.sh, s.shdr, src + s.sdone,
-                                 lim - s.sdone, moved, s.sch.to(), p.ctx);
-    s.sdone += moved;
-    progress = progress || moved != 0 || s.shdr != h0;
-    if (!ready) {
-      s.swait = true;
-      return progress;
-    }
+    Msg& msg = (*s.sends)[s.sc.j];
+    msg.prepare(nullptr, src, len);
+    s.send_link->post_send(msg);
+    advance(s.sc, *s.s_start, s.steps);
+    posted = true;
   }
+  return posted;
 }
 
-bool RingEngine::pump_recv(Stream& s) const {
+bool RingEngine::post_recvs(Stream& s) const {
   const Plan& p = plan_;
-  bool progress = false;
-  for (;;) {
-    Geo g{0, 0, 0};
-    for (;;) {
-      if (s.rt == s.steps) {
-        break;
-      }
-      g = geo(p.mode, p.es, p.n_bytes, s.sch.n, s.a, s.m,
-              s.sch.recv_chunk(s.rt));
-      if (s.rproc < g.len) {
-        break;
-      }
-      ++s.rt;
-      s.rgot = s.rproc = 0;
-    }
-    const int t = s.rt;
-    const bool reduces = t < s.steps && s.sch.reduces(t);
+  bool posted = false;
+  while (s.rc.j < s.n_r() && s.rc.j - s.pc.j < kRingWindow) {
+    const int t = s.rc.t;
+    const size_t k = s.rc.k;
+    const Geo g =
+        geo(p.mode, p.es, p.n_bytes, s.sch.n, s.a, s.m, s.sch.recv_chunk(t));
+    const size_t off = k * s.piece;
+    const size_t len = std::min(s.piece, g.len - off);
     char* dst = nullptr;
-    size_t lim = 0;
-    if (t < s.steps) {
-      lim = reduces ? std::min(g.len, s.rproc + s.piece) : g.len;
-      if (p.mode == Mode::ReduceScatter) {
-        dst = s.rsbuf[t & 1] + s.rgot;
-        if (t >= 2) {
-          // rsbuf[t & 1] is still being forwarded by send step t-1.
-          size_t sent = s.st > t - 1 ? g.len : (s.st == t - 1 ? s.sdone : 0);
-          sent -= sent % p.es;
-          lim = std::min(lim, sent);
+    if (p.mode == Mode::ReduceScatter) {
+      if (t >= 2 && s.rsdouble) {
+        // rs(t) is still being forwarded by send step t-1.
+        const size_t sj = (*s.s_start)[static_cast<size_t>(t) - 1] + k;
+        if (s.sc.j <= sj || !(*s.sends)[sj].done) {
+          break;
         }
-      } else if (reduces && p.in == p.out) {
-        dst = s.pbuf + (s.rgot - s.rproc);
-      } else {
-        dst = p.out + g.out_off + s.rgot;
       }
+      dst = s.rs(t) + off;
+    } else if (s.sch.reduces(t) && p.in == p.out) {
+      dst = s.slots + (s.rc.j % kRingWindow) * s.piece;
+    } else {
+      dst = p.out + g.out_off + off;
     }
-    if (s.rhdr == kHeaderBytes && s.rgot >= lim) {
-      return progress;  // finished, or waiting for a send (RS scratch)
-    }
-    size_t moved = 0;
-    const size_t h0 = s.rhdr;
-    const bool ready = recv_step(s.recv_fd, s.rh, s.rhdr, dst, lim - s.rgot,
-                                 moved, s.sch.from(), p.ctx);
-    if (h0 < kHeaderBytes && s.rhdr == kHeaderBytes) {
-      check_header(s.rh, p.ctx.desc, s.rseq, p.ctx.rank,
-                   p.ctx.who(s.sch.from()));
-    }
-    s.rgot += moved;
-    progress = progress || moved != 0 || s.rhdr != h0;
-    if (t < s.steps) {
-      if (!reduces) {
-        s.rproc = s.rgot;
-      } else if (s.rgot == lim && s.rgot > s.rproc) {
-        const size_t cnt = (s.rgot - s.rproc) / p.es;
-        const size_t at = s.rproc;
-        if (p.mode == Mode::AllReduce) {
-          const char* mine = p.in == p.out ? s.pbuf : p.in + g.in_off + at;
-          reduce_into(p.op, p.dtype, p.out + g.out_off + at, mine, cnt);
-        } else if (t + 1 < s.steps) {
-          reduce_into(p.op, p.dtype, s.rsbuf[t & 1] + at, p.in + g.in_off + at,
-                      cnt);
-        } else {
-          reduce3(p.op, p.dtype, p.out + g.out_off + at, s.rsbuf[t & 1] + at,
-                  p.in + g.in_off + at, cnt);
-        }
-        s.rproc = s.rgot;
-      }
-    }
-    if (!ready) {
-      s.rwait = true;
-      return progress;
-    }
+    Msg& msg = (*s.recvs)[s.rc.j];
+    msg.prepare(nullptr, dst, len);
+    s.recv_link->post_recv(msg);
+    advance(s.rc, *s.r_start, s.steps);
+    posted = true;
   }
+  return posted;
+}
+
+bool RingEngine::finish_recvs(Stream& s) const {
+  const Plan& p = plan_;
+  bool any = false;
+  while (s.checked && s.pc.j < s.rc.j && (*s.recvs)[s.pc.j].done) {
+    const int t = s.pc.t;
+    const Msg& msg = (*s.recvs)[s.pc.j];
+    if (s.sch.reduces(t)) {
+      const Geo g =
+          geo(p.mode, p.es, p.n_bytes, s.sch.n, s.a, s.m, s.sch.recv_chunk(t));
+      const size_t at = s.pc.k * s.piece;
+      const size_t cnt = msg.len / p.es;
+      if (p.mode == Mode::AllReduce) {
+        const char* mine = p.in == p.out ? msg.buf : p.in + g.in_off + at;
+        reduce_into(p.op, p.dtype, p.out + g.out_off + at, mine, cnt);
+      } else if (t + 1 < s.steps) {
+        reduce_into(p.op, p.dtype, msg.buf, p.in + g.in_off + at, cnt);
+      } else {
+        reduce3(p.op, p.dtype, p.out + g.out_off + at, msg.buf,
+                p.in + g.in_off + at, cnt);
+      }
+    }
+    advance(s.pc, *s.r_start, s.steps);
+    any = true;
+  }
+  return any;
 }
 
 void RingEngine::timeout(const Stream& s, int w) const {
-  const bool recv_side = s.rt < s.steps || s.rhdr < kHeaderBytes;
-  const int step = recv_side ? s.rt : s.st;
+  const bool recv_side = !s.checked || s.pc.j < s.n_r();
+  const auto& starts = recv_side ? *s.r_start : *s.s_start;
+  const auto& msgs = recv_side ? *s.recvs : *s.sends;
+  const size_t first = recv_side ? s.pc.j : s.s_comp;
+  const int step = std::min(step_of(starts, first), s.steps - 1);
+  size_t bytes = 0;
+  const size_t posted = recv_side ? s.rc.j : s.sc.j;
+  for (size_t j = starts[static_cast<size_t>(step)];
+       j < std::min(posted, starts[static_cast<size_t>(step) + 1]); ++j) {
+    bytes += msgs[j].moved;
+  }
   std::string detail = std::string(recv_side ? "received " : "sent ") +
-                       std::to_string(recv_side ? s.rgot : s.sdone) +
-                       " bytes of ring step " +
-                       std::to_string(std::min(step + 1, s.steps)) + "/" +
+                       std::to_string(bytes) + " bytes of ring step " +
+                       std::to_string(step + 1) + "/" +
                        std::to_string(s.steps) + " on wire " +
                        std::to_string(w) + (recv_side ? " from it" : " to it");
   raise_timeout(plan_.ctx, recv_side ? s.sch.from() : s.sch.to(), detail);

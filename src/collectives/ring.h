@@ -5,10 +5,17 @@
 // overlap. With W wires per neighbour each wire carries its own slice of the
 // data and is driven by its own thread (W-1 persistent helpers plus the
 // caller), as in upstream MLX's multi-wire ring.
+//
+// On the wire every piece is one message (transport/endpoint.h): a stream's
+// header, then each step's chunk in pieces of kRingPieceBytes. A piece is
+// forwarded as soon as the piece of the previous step it depends on has
+// arrived and been reduced; receives are posted up to kRingWindow pieces
+// ahead (in-place reductions land in that many scratch pieces).
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,10 +35,12 @@ inline constexpr size_t kRingPieceBytes = JACCL_RING_PIECE_BYTES;
 #else
 inline constexpr size_t kRingPieceBytes = size_t(512) << 10;
 #endif
+// Receives posted ahead per stream.
+inline constexpr size_t kRingWindow = 4;
 
 class RingEngine {
  public:
-  // Uses min(sockets to each neighbour) wires. links must outlive this.
+  // Uses min(links to each neighbour) wires. links must outlive this.
   explicit RingEngine(Links& links);
   ~RingEngine();
   RingEngine(const RingEngine&) = delete;
@@ -69,16 +78,17 @@ class RingEngine {
   void run_wire(int w);
   void wire_loop(Stream* streams, int w);
   void worker(int w);
-  void setup_stream(Stream& s, int w, int d, char* scratch) const;
-  bool pump_send(Stream& s) const;
-  bool pump_recv(Stream& s) const;
+  void setup_stream(Stream& s, int w, int d, char* scratch);
+  bool post_sends(Stream& s) const;
+  bool post_recvs(Stream& s) const;
+  bool finish_recvs(Stream& s) const;
   [[noreturn]] void timeout(const Stream& s, int w) const;
 
   Links& links_;
   int wires_ = 1;
   Plan plan_;
-  std::vector<std::vector<char>> scratch_;  // per wire, grown on demand
-  std::vector<std::vector<pollfd>> pfds_;   // per wire
+  struct WireState;
+  std::vector<std::unique_ptr<WireState>> wire_state_;  // per wire
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;

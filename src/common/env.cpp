@@ -34,7 +34,7 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
     {EnvVar::Wires, "JACCL_WIRES", nullptr, "2",
      "TCP connections per neighbour"},
     {EnvVar::Transport, "JACCL_TRANSPORT", nullptr, "auto",
-     "data plane: auto, tcp or shm"},
+     "data plane: auto, tcp, shm or ofi"},
     {EnvVar::SideChannel, "JACCL_SIDE_CHANNEL", nullptr, "unset",
      "side channel URI: tcp://, file://, redis://, mpi://, pmix://"},
     {EnvVar::Job, "JACCL_JOB", nullptr, "(from token)",
@@ -45,6 +45,12 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "MiB of shared memory the ranks of one host may use"},
     {EnvVar::ShmStrategy, "JACCL_SHM_STRATEGY", nullptr, "auto",
      "large shm ops' stores: auto, cached, stream-stage or stream"},
+    {EnvVar::OfiProvider, "JACCL_OFI_PROVIDER", nullptr, "(best found)",
+     "libfabric provider of the ofi transport, e.g. tcp;ofi_rxm, shm, "
+     "verbs;ofi_rxm, efa"},
+    {EnvVar::OfiForceRegister, "JACCL_OFI_FORCE_REGISTER", nullptr, "0",
+     "test knob: 1 registers every ofi buffer even when the provider does not "
+     "require it"},
     // Launchers' variables, read only when JACCL_RANK / JACCL_SIZE (and
     // their MLX_* spellings) are unset, in this order.
     {EnvVar::OmpiRank, "OMPI_COMM_WORLD_RANK", nullptr, "unset",

@@ -26,6 +26,8 @@ enum class EnvVar {
   HeartbeatTimeout,
   ShmBudget,
   ShmStrategy,
+  OfiProvider,
+  OfiForceRegister,
   OmpiRank,
   OmpiSize,
   PmiRank,

@@ -65,6 +65,9 @@ std::string encode_card(const TcpCard& c) {
       {"boot", c.boot_id}, {"ipc_ns", c.ipc_ns}, {"net_ns", c.net_ns},
       {"pid", c.pid},
   };
+  if (!c.ofi.empty()) {
+    j["ofi"] = c.ofi;
+  }
   return j.dump();
 }
 
@@ -103,6 +106,9 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
     c.ipc_ns = j.at("ipc_ns").get<std::string>();
     c.net_ns = j.at("net_ns").get<std::string>();
     c.pid = j.at("pid").get<int>();
+    if (j.contains("ofi")) {
+      c.ofi = j.at("ofi").get<std::vector<std::string>>();
+    }
   } catch (const nlohmann::json::exception& e) {
     return bad(e.what());
   }

@@ -27,6 +27,9 @@ struct TcpCard {
   std::string ipc_ns;
   std::string net_ns;
   int pid = 0;
+  // The ofi transport's endpoints (one per wire), each ofi::Card::encode()
+  // in hex; empty when this rank opened none.
+  std::vector<std::string> ofi;
 
   bool listens() const { return port != 0 && !addresses.empty(); }
   // "rank 3 (host-a, 10.0.0.3:41234)" or "rank 3 (host-a, not listening)".

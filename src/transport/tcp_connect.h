@@ -110,8 +110,10 @@ using DataWiresFn =
 
 // The whole TCP set-up: listen (unless JACCL_LISTEN=0), exchange cards,
 // connect every pair, barrier, start the liveness monitor (as keepalive),
-// leave barrier. Size 1: no sockets.
+// leave barrier. Size 1: no sockets. ofi_card goes into this rank's card
+// (TcpCard::ofi), for the ofi transport.
 Connections setup_tcp(const Config& cfg, SideChannel& sc,
-                      const DataWiresFn& want_data = nullptr);
+                      const DataWiresFn& want_data = nullptr,
+                      std::vector<std::string> ofi_card = {});
 
 }  // namespace jaccl::detail

@@ -575,7 +575,8 @@ std::map<std::string, std::string> clean_rank_env(int rank, int size) {
        {"JACCL_COORDINATOR", "JACCL_SIDE_CHANNEL", "JACCL_TRANSPORT",
         "JACCL_RING", "JACCL_WIRES", "JACCL_TOKEN", "JACCL_JOB", "JACCL_LISTEN",
         "JACCL_IFNAME", "JACCL_HEARTBEAT_TIMEOUT", "JACCL_SHM_BUDGET",
-        "JACCL_SHM_STRATEGY", "JACCL_LOG", "TEST_SIDE_DIR", "TEST_HOLD_FILE",
+        "JACCL_SHM_STRATEGY", "JACCL_LOG", "JACCL_OFI_PROVIDER",
+        "JACCL_OFI_FORCE_REGISTER", "TEST_SIDE_DIR", "TEST_HOLD_FILE",
         "TEST_RELEASE_FILE"}) {
     e[k] = kUnsetEnv;
   }
@@ -587,6 +588,10 @@ std::map<std::string, std::string> coordinator_rank_env(
   auto e = clean_rank_env(rank, size);
   e["JACCL_COORDINATOR"] = "127.0.0.1:" + std::to_string(port);
   e["JACCL_TRANSPORT"] = transport;
+  if (transport.rfind("ofi:", 0) == 0) {  // "ofi:<provider>"
+    e["JACCL_TRANSPORT"] = "ofi";
+    e["JACCL_OFI_PROVIDER"] = transport.substr(4);
+  }
   return e;
 }
 

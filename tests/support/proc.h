@@ -106,7 +106,8 @@ ProcResult run(const std::string& program, const std::vector<std::string>& args,
 // caller's environment cannot leak into the job. Callers add the rest.
 std::map<std::string, std::string> clean_rank_env(int rank, int size);
 // The same, bootstrapping through the TCP coordinator on 127.0.0.1:port,
-// with JACCL_TRANSPORT=transport.
+// with JACCL_TRANSPORT=transport ("ofi:<provider>" sets JACCL_TRANSPORT=ofi
+// and JACCL_OFI_PROVIDER).
 std::map<std::string, std::string> coordinator_rank_env(
     int rank, int size, int port, const std::string& transport);
 

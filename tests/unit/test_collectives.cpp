@@ -18,10 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/socket_group.h"
+#include "collectives/net_group.h"
 #include "common/net.h"
 #include "common/reduce.h"
 #include "jaccl/jaccl.h"
+#include "transport/tcp_endpoint.h"
 
 namespace jaccl::detail {
 namespace {
@@ -84,7 +85,8 @@ Groups make_groups(const Options& o) {
   for (int r = 0; r < o.n; ++r) {
     Config cfg;
     cfg.prefer_ring(o.ring);
-    groups.push_back(make_socket_group(cfg, std::move(conns[r])));
+    groups.push_back(
+        make_net_group(cfg, make_tcp_network(std::move(conns[r]))));
   }
   return groups;
 }

@@ -36,7 +36,8 @@ using jaccl::test::TempDir;
 struct Launch {
   std::string name;
   int n = 2;
-  std::string transport = "tcp";  // tcp | shm | auto
+  std::string transport = "tcp";  // tcp | shm | auto | ofi
+  std::string provider = "";      // ofi: JACCL_OFI_PROVIDER
   bool ring = false;
   int wires = 2;
   std::string matrix = "full";  // full | reduced | big
@@ -51,9 +52,12 @@ void PrintTo(const Launch& l, std::ostream* os) {
 std::string expected_backend(const Launch& l) {
   if (l.n == 1)
     return "single";
+  const std::string algo = l.ring ? "-ring" : "-mesh";
+  if (l.transport == "ofi")
+    return "ofi(" + l.provider + ")" + algo;
   if (l.transport != "tcp")
     return "shm";
-  return l.ring ? "tcp-ring" : "tcp-mesh";
+  return "tcp" + algo;
 }
 
 // Runs the job; when rank 0 lost the race for the "free" coordinator port,
@@ -80,6 +84,9 @@ std::vector<ProcResult> run_launch(const Launch& l, const TempDir& dir) {
           {"JACCL_LISTEN", kUnsetEnv},
           {"JACCL_IBV_DEVICES", kUnsetEnv},
           {"JACCL_SHM_BUDGET", kUnsetEnv},
+          {"JACCL_OFI_PROVIDER",
+           l.provider.empty() ? std::string(kUnsetEnv) : l.provider},
+          {"JACCL_OFI_FORCE_REGISTER", kUnsetEnv},
           {"JACCL_SHM_STRATEGY", kUnsetEnv},
           {"CONF_MATRIX", l.matrix},
           {"CONF_DIR", run_dir},
@@ -151,6 +158,7 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
     Launch l{std::string("Shm_N") + std::to_string(n) + "_" + strategy,
              n,
              "shm",
+             "",
              false,
              2,
              "full",
@@ -197,6 +205,7 @@ Launch tcp(bool ring, int n, int wires, std::string matrix) {
               (matrix == "full" ? "" : "_" + matrix),
           n,
           "tcp",
+          "",
           ring,
           wires,
           matrix};
@@ -226,6 +235,7 @@ std::vector<Launch> launches() {
   v.push_back({"Shm_N3_Budget1MiB",
                3,
                "shm",
+               "",
                false,
                2,
                "full",
@@ -234,22 +244,70 @@ std::vector<Launch> launches() {
   v.push_back({"TcpRing_N3_Token",
                3,
                "tcp",
+               "",
                true,
                2,
                "reduced",
                false,
                {{"JACCL_TOKEN", "conformance-secret"}}});
-  v.push_back({"Factory_TcpMesh_N3", 3, "tcp", false, 2, "full", true});
-  v.push_back({"Factory_TcpRing_N4", 4, "tcp", true, 3, "reduced", true});
-  v.push_back({"Factory_Shm_N4", 4, "shm", false, 2, "full", true});
+  v.push_back({"Factory_TcpMesh_N3", 3, "tcp", "", false, 2, "full", true});
+  v.push_back({"Factory_TcpRing_N4", 4, "tcp", "", true, 3, "reduced", true});
+  v.push_back({"Factory_Shm_N4", 4, "shm", "", false, 2, "full", true});
   // 64 MiB float32 all_sum, once per transport.
-  v.push_back({"Big_TcpMesh_N3", 3, "tcp", false, 2, "big"});
-  v.push_back({"Big_TcpRing_N4_W3", 4, "tcp", true, 3, "big"});
-  v.push_back({"Big_Shm_N4", 4, "shm", false, 2, "big"});
+  v.push_back({"Big_TcpMesh_N3", 3, "tcp", "", false, 2, "big"});
+  v.push_back({"Big_TcpRing_N4_W3", 4, "tcp", "", true, 3, "big"});
+  v.push_back({"Big_Shm_N4", 4, "shm", "", false, 2, "big"});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Conformance, ::testing::ValuesIn(launches()),
+                         [](const ::testing::TestParamInfo<Launch>& info) {
+                           return info.param.name;
+                         });
+
+// The same matrix with every pair forced through libfabric
+// (JACCL_TRANSPORT=ofi) over the two software providers, and with the
+// registration path forced on (JACCL_OFI_FORCE_REGISTER=1). Kept smaller
+// than the TCP matrix: every N, both algorithms, 1-3 wires, but not every
+// combination.
+Launch ofi(const std::string& provider, bool ring, int n, int wires,
+           std::string matrix = "full", bool reg = false) {
+  std::string tag = provider == "shm" ? "Shm" : "TcpRxm";
+  Launch l{"Ofi" + tag + (ring ? "Ring" : "Mesh") + "_N" + std::to_string(n) +
+               "_W" + std::to_string(wires) +
+               (matrix == "full" ? "" : "_" + matrix) + (reg ? "_Reg" : ""),
+           n,
+           "ofi",
+           provider,
+           ring,
+           wires,
+           matrix};
+  if (reg)
+    l.extra["JACCL_OFI_FORCE_REGISTER"] = "1";
+  return l;
+}
+
+std::vector<Launch> ofi_launches() {
+  std::vector<Launch> v;
+  for (const std::string p : {"tcp;ofi_rxm", "shm"}) {
+    v.push_back(ofi(p, false, 2, 1));
+    v.push_back(ofi(p, true, 2, 2));
+    v.push_back(ofi(p, true, 3, 3));
+    v.push_back(ofi(p, false, 3, 2, "reduced"));
+    v.push_back(ofi(p, false, 4, 2));
+    v.push_back(ofi(p, true, 4, 1, "reduced"));
+    v.push_back(ofi(p, false, 8, 1, "reduced"));
+    v.push_back(ofi(p, true, 8, 2, "reduced"));
+    v.push_back(ofi(p, true, 3, 2, "reduced", /*reg=*/true));
+    v.push_back(ofi(p, false, 2, 1, "full", /*reg=*/true));
+  }
+  v.push_back({"Single_Ofi", 1, "ofi", "tcp;ofi_rxm"});
+  v.push_back(
+      {"Big_OfiTcpRxmRing_N4_W2", 4, "ofi", "tcp;ofi_rxm", true, 2, "big"});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ofi, Conformance, ::testing::ValuesIn(ofi_launches()),
                          [](const ::testing::TestParamInfo<Launch>& info) {
                            return info.param.name;
                          });

@@ -162,7 +162,10 @@ INSTANTIATE_TEST_SUITE_P(
         KillCase{"TcpFactory_N3_Kill2", 3, "tcp", false, true, 2, ""},
         KillCase{"Shm_N3_Kill1", 3, "shm", false, false, 1, ""},
         KillCase{"Shm_N4_Kill0_NoHeartbeat", 4, "shm", false, false, 0, "0"},
-        KillCase{"ShmFactory_N3_Kill2", 3, "shm", false, true, 2, ""}),
+        KillCase{"ShmFactory_N3_Kill2", 3, "shm", false, true, 2, ""},
+        KillCase{"OfiTcpRxmMesh_N3_Kill1", 3, "ofi:tcp;ofi_rxm", false, false,
+                 1, ""},
+        KillCase{"OfiShmRing_N4_Kill2", 4, "ofi:shm", true, false, 2, ""}),
     [](const auto& info) { return info.param.name; });
 
 // ---- a rank that stops answering (SIGSTOP: no EOF, only silence) ---------
@@ -196,7 +199,8 @@ TEST_P(FrozenRank, SurvivorsDeclareItLostByHeartbeat) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Faults, FrozenRank, ::testing::Values("tcp", "shm"));
+INSTANTIATE_TEST_SUITE_P(Faults, FrozenRank,
+                         ::testing::Values("tcp", "shm", "ofi:tcp;ofi_rxm"));
 
 // ---- a rank that never starts ----------------------------------------------
 
@@ -542,7 +546,60 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(MismatchCase{"TcpMesh", "tcp", false, "4096"},
                       MismatchCase{"TcpRing", "tcp", true, "262144"},
                       MismatchCase{"Shm", "shm", false, "4096"},
-                      MismatchCase{"ShmLarge", "shm", false, "4194304"}),
+                      MismatchCase{"ShmLarge", "shm", false, "4194304"},
+                      MismatchCase{"OfiMesh", "ofi:tcp;ofi_rxm", false, "4096"},
+                      MismatchCase{"OfiRing", "ofi:shm", true, "262144"}),
     [](const auto& info) { return info.param.name; });
+
+// ---- ofi providers that do not exist, or differ across ranks --------------
+
+// Every rank runs the worker once with its own JACCL_OFI_PROVIDER; returns
+// the ERROR lines.
+std::vector<std::string> ofi_setup_errors(
+    const std::vector<std::string>& providers) {
+  const int n = static_cast<int>(providers.size());
+  const int port = jaccl::test::free_loopback_port();
+  Job job = Job::start(worker(), {"once"}, n, [&](int r) {
+    Env e =
+        rank_env(r, n, port, "ofi",
+                 {{"JACCL_TIMEOUT", "20"},
+                  {"JACCL_OFI_PROVIDER", providers[static_cast<size_t>(r)]}});
+    return e;
+  });
+  auto rs = job.wait(60s);
+  std::vector<std::string> errs;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_FALSE(rs[r].timed_out) << all_output(rs);
+    EXPECT_EQ(rs[r].exit_code, 3) << all_output(rs);
+    errs.push_back(line_of(rs[r].output, "ERROR "));
+  }
+  return errs;
+}
+
+TEST(Faults, OfiUnknownProviderIsAConfigErrorNamingIt) {
+  for (const std::string& err :
+       ofi_setup_errors({"nosuchprov", "nosuchprov"})) {
+    EXPECT_EQ(err.rfind("ERROR Config ConfigError | ", 0), 0u) << err;
+    EXPECT_NE(err.find("nosuchprov"), std::string::npos) << err;
+    // ... and lists what fi_getinfo did offer.
+    EXPECT_NE(err.find("tcp"), std::string::npos) << err;
+  }
+}
+
+TEST(Faults, OfiMismatchedProvidersNameBoth) {
+  auto errs = ofi_setup_errors({"tcp;ofi_rxm", "shm"});
+  int named = 0;
+  for (const std::string& err : errs) {
+    EXPECT_FALSE(err.empty());
+    if (err.rfind("ERROR Config ConfigError | ", 0) == 0 &&
+        err.find("tcp") != std::string::npos &&
+        err.find("shm") != std::string::npos) {
+      ++named;
+    }
+  }
+  // Each rank names both providers (or reports the other's error naming
+  // them).
+  EXPECT_EQ(named, 2) << errs[0] << "\n" << errs[1];
+}
 
 }  // namespace

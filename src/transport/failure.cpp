@@ -1,11 +1,13 @@
 // Copyright 2026 the jaccl authors.
-#include "transport/connections.h"
+#include "transport/failure.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+
+#include "common/error.h"
 
 namespace jaccl::detail {
 

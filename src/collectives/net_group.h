@@ -1,12 +1,13 @@
 // Copyright 2026 the jaccl authors.
-// The Group over connected stream sockets (what the TCP transport produces).
+// The Group over a network transport's links (transport/endpoint.h: TCP or
+// libfabric), written once for every such transport.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 
 #include "jaccl/jaccl.h"
-#include "transport/connections.h"
+#include "transport/endpoint.h"
 
 namespace jaccl::detail {
 
@@ -47,10 +48,11 @@ constexpr size_t mesh_max_bytes(int size) {
 // dtype, size or peer) are thrown before any byte moves and leave the
 // group working.
 //
-// conns.names maps members to job ranks when the group is a subset of the
+// net.names maps members to job ranks when the group is a subset of the
 // job (messages name job ranks). p2p_only: a group for send/recv only, in
 // which some pairs have no wires (they talk through shared memory).
-std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns,
-                                         bool p2p_only = false);
+// backend_name() is "<net.transport>-mesh" / "-ring" ("tcp-mesh").
+std::shared_ptr<Group> make_net_group(const Config& cfg, Network net,
+                                      bool p2p_only = false);
 
 }  // namespace jaccl::detail

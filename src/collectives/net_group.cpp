@@ -1,5 +1,5 @@
 // Copyright 2026 the jaccl authors.
-#include "collectives/socket_group.h"
+#include "collectives/net_group.h"
 
 #include <cstring>
 #include <mutex>
@@ -18,35 +18,38 @@ namespace jaccl::detail {
 
 namespace {
 
-class SocketGroup final : public Group {
+class NetGroup final : public Group {
  public:
-  SocketGroup(bool prefer_ring, Connections conns, bool p2p_only)
-      : conns_(std::move(conns)),
-        prefer_ring_(prefer_ring),
-        p2p_only_(p2p_only) {
-    const int n = conns_.size;
-    links_.rank = conns_.rank;
+  NetGroup(bool prefer_ring, Network net, bool p2p_only)
+      : net_(std::move(net)), prefer_ring_(prefer_ring), p2p_only_(p2p_only) {
+    name_ = net_.transport + (prefer_ring_ ? "-ring" : "-mesh");
+    if (net_.spin_us >= 0) {
+      spin_us_ = net_.spin_us;
+    }
+    const int n = net_.size;
+    links_.rank = net_.rank;
     links_.size = n;
-    links_.state = conns_.state.get();
-    links_.fds.resize(n);
+    links_.state = net_.state.get();
+    links_.local_send_completion = net_.local_send_completion;
+    links_.wires.resize(n);
     links_.send_seq.assign(n, 0);
     links_.recv_seq.assign(n, 0);
-    if (n < 1 || conns_.rank < 0 || conns_.rank >= n) {
-      raise(ErrorKind::Internal, "socket group: bad rank/size " +
-                                     std::to_string(conns_.rank) + "/" +
+    if (n < 1 || net_.rank < 0 || net_.rank >= n) {
+      raise(ErrorKind::Internal, "network group: bad rank/size " +
+                                     std::to_string(net_.rank) + "/" +
                                      std::to_string(n));
     }
     for (int p = 0; p < n; ++p) {
-      if (p == conns_.rank) {
+      if (p == net_.rank) {
         continue;
       }
-      if (static_cast<int>(conns_.wires.size()) != n ||
-          (conns_.wires[p].empty() && !p2p_only_)) {
-        raise(ErrorKind::Internal, "socket group: no connection to a peer",
-              {.rank = who(conns_.rank), .peer = who(p)});
+      if (static_cast<int>(net_.links.size()) != n ||
+          (net_.links[p].empty() && !p2p_only_)) {
+        raise(ErrorKind::Internal, "network group: no link to a peer",
+              {.rank = who(net_.rank), .peer = who(p)});
       }
-      for (const Fd& fd : conns_.wires[p]) {
-        links_.fds[p].push_back(fd.get());
+      for (const auto& link : net_.links[p]) {
+        links_.wires[p].push_back(link.get());
       }
     }
     if (n > 1 && !p2p_only_) {
@@ -58,8 +61,7 @@ class SocketGroup final : public Group {
   int size() override { return links_.size; }
 
   const char* backend_name() const override {
-    return links_.size == 1 ? "single"
-                            : (prefer_ring_ ? "tcp-ring" : "tcp-mesh");
+    return links_.size == 1 ? "single" : name_.c_str();
   }
 
   void all_sum(const void* in, void* out, size_t n, int dtype) override {
@@ -74,7 +76,7 @@ class SocketGroup final : public Group {
 
   void all_gather(const void* in, void* out, size_t n) override {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     const size_t total = n * links_.size;
     check_ptrs("all_gather", in, n, out, total);
     char* mine = static_cast<char*>(out) + links_.rank * n;
@@ -103,7 +105,7 @@ class SocketGroup final : public Group {
 
   void sum_scatter(const void* in, void* out, size_t n, int dtype) override {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     checked_count(ReduceOp::Sum, dtype, n);
     const size_t total = n * links_.size;
     check_ptrs("sum_scatter", in, total, out, n);
@@ -138,7 +140,7 @@ class SocketGroup final : public Group {
 
   void send(const void* in, size_t n, int dst) override {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     check_peer("send", dst, "destination");
     check_ptrs("send", in, n, in, 0);
     if (n == 0) {
@@ -150,7 +152,7 @@ class SocketGroup final : public Group {
 
   void recv(void* out, size_t n, int src) override {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     check_peer("recv", src, "source");
     check_ptrs("recv", out, n, out, 0);
     if (n == 0) {
@@ -162,7 +164,7 @@ class SocketGroup final : public Group {
 
   void barrier() override {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     if (links_.size == 1) {
       return;
     }
@@ -172,7 +174,7 @@ class SocketGroup final : public Group {
 
   void broadcast(void* buf, size_t n, int root) override {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     if (root < 0 || root >= links_.size) {
       usage("broadcast: root " + std::to_string(root) +
             " is out of range for a group of size " +
@@ -191,7 +193,7 @@ class SocketGroup final : public Group {
   void all_reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
                   int dtype) {
     std::lock_guard<std::mutex> lock(mu_);
-    conns_.state->throw_if_failed();
+    net_.state->throw_if_failed();
     checked_count(op, dtype, n);
     check_reduce_buffers(who(links_.rank), op_kind_name(kind), in, out, n);
     if (n == 0) {
@@ -222,7 +224,7 @@ class SocketGroup final : public Group {
     }
     OpContext ctx;
     ctx.rank = who(links_.rank);
-    ctx.names = &conns_.names;
+    ctx.names = &net_.names;
     ctx.name = op_kind_name(kind);
     ctx.desc.kind = kind;
     ctx.desc.dtype = dtype;
@@ -230,8 +232,8 @@ class SocketGroup final : public Group {
     ctx.desc.algo = use_ring ? Algo::Ring : Algo::Mesh;
     ctx.desc.streams =
         use_ring ? static_cast<uint8_t>(ring_->wires()) : uint8_t{1};
-    ctx.deadline = conns_.op_deadline();
-    ctx.state = conns_.state.get();
+    ctx.deadline = Deadline::after(net_.op_timeout);
+    ctx.state = net_.state.get();
     ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
     return ctx;
   }
@@ -243,8 +245,8 @@ class SocketGroup final : public Group {
     try {
       body();
     } catch (...) {
-      conns_.state->fail(std::current_exception());
-      std::rethrow_exception(conns_.state->error());
+      net_.state->fail(std::current_exception());
+      std::rethrow_exception(net_.state->error());
     }
   }
 
@@ -253,15 +255,15 @@ class SocketGroup final : public Group {
   }
 
   int who(int member) const {
-    return conns_.names.empty() ? member
-                                : conns_.names[static_cast<size_t>(member)];
+    return net_.names.empty() ? member
+                              : net_.names[static_cast<size_t>(member)];
   }
 
   void check_peer(const char* op, int peer, const char* role) const {
     check_peer_rank(links_.rank, links_.size, op, peer, role);
-    if (links_.fds[static_cast<size_t>(peer)].empty()) {
+    if (links_.wires[static_cast<size_t>(peer)].empty()) {
       raise(ErrorKind::Internal,
-            std::string(op) + ": no TCP link to rank " +
+            std::string(op) + ": no " + net_.transport + " link to rank " +
                 std::to_string(who(peer)),
             {.rank = who(links_.rank), .peer = who(peer)});
     }
@@ -272,14 +274,15 @@ class SocketGroup final : public Group {
     check_buffers(who(links_.rank), op, in, n_in, out, n_out);
   }
 
-  Connections conns_;
+  Network net_;
+  std::string name_;
   bool prefer_ring_ = false;
   bool p2p_only_ = false;
   // Small ops poll briefly before sleeping, unless the group could
   // outnumber this host's cores (then spinning steals a peer's core).
   int spin_us_ =
-      static_cast<int>(std::thread::hardware_concurrency()) >= conns_.size ? 20
-                                                                           : 0;
+      static_cast<int>(std::thread::hardware_concurrency()) >= net_.size ? 20
+                                                                         : 0;
   std::mutex mu_;
   Links links_;
   std::vector<char> tmp_;
@@ -288,10 +291,10 @@ class SocketGroup final : public Group {
 
 }  // namespace
 
-std::shared_ptr<Group> make_socket_group(const Config& cfg, Connections conns,
-                                         bool p2p_only) {
-  return std::make_shared<SocketGroup>(cfg.get_prefer_ring(), std::move(conns),
-                                       p2p_only);
+std::shared_ptr<Group> make_net_group(const Config& cfg, Network net,
+                                      bool p2p_only) {
+  return std::make_shared<NetGroup>(cfg.get_prefer_ring(), std::move(net),
+                                    p2p_only);
 }
 
 }  // namespace jaccl::detail

@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
-// From a bootstrapped side channel to a working group: cards are exchanged,
-// links connected and the group type chosen.
+// From a bootstrapped side channel to a working group: the level above the
+// transports and the collectives. Cards are exchanged, the plan chosen
+// (group/plan.h), links connected and the group assembled.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,192 @@
+// Copyright 2026 the jaccl authors.
+// make_group: open the network transport, connect, choose the plan and hand
+// the links to the collectives.
+#include "group/make_group.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "collectives/hier_group.h"
+#include "collectives/net_group.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "group/plan.h"
+#include "transport/connections.h"
+#include "transport/ofi/ofi_fabric.h"
+#include "transport/ofi_link.h"
+#include "transport/shm_setup.h"
+#include "transport/tcp_connect.h"
+#include "transport/tcp_endpoint.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+// Tags that keep the groups sharing the ofi endpoints apart.
+constexpr int kTagFlat = 1;
+constexpr int kTagLeaders = 2;
+constexpr int kTagP2p = 3;
+
+// The ofi transport this rank may use: forced (JACCL_TRANSPORT=ofi: any
+// failure to open it is the caller's ConfigError), or under auto only when
+// a provider drives RDMA hardware here (else nullptr: TCP between hosts).
+std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
+  const int rank = cfg.get_rank();
+  if (cfg.get_size() == 1) {
+    return nullptr;
+  }
+  if (cfg.get_transport() == "ofi") {
+    return OfiNet::open(cfg);
+  }
+  if (cfg.get_transport() != "auto") {
+    return nullptr;
+  }
+  const std::string hw = ofi::built() ? ofi::hardware_provider() : "";
+  if (hw.empty()) {
+    JACCL_LOG(Info, "rank " << rank
+                            << ": no libfabric provider with RDMA hardware "
+                            << (ofi::built() ? "here" : "(ofi not built)")
+                            << ": TCP between hosts");
+    return nullptr;
+  }
+  Config c = cfg;
+  if (c.get_ofi_provider().empty()) {
+    c.set_ofi_provider(hw);
+  }
+  try {
+    return OfiNet::open(c);
+  } catch (const Error& e) {
+    JACCL_LOG(Warn, "rank " << rank << ": libfabric provider " << hw
+                            << " found but not usable (" << e.what()
+                            << "): TCP between hosts");
+    return nullptr;
+  }
+}
+
+// The hierarchical group: this host's shared-memory group, the leaders'
+// network group (on leaders) and a send/recv group for the other
+// cross-host pairs. Leader-to-leader wires go to the leaders' group.
+std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
+                                       Connections conns, HostMap map,
+                                       OfiNet* ofi) {
+  const int rank = conns.rank;
+  auto local = make_shm_group(cfg, sc, conns, map.members_of(rank));
+  std::shared_ptr<Group> leaders;
+  const std::vector<int> heads = map.leaders();
+  const bool head = map.index_of[static_cast<size_t>(rank)] == 0;
+  if (head && ofi != nullptr) {
+    const std::vector<char> all(heads.size(), 1);
+    leaders = make_net_group(
+        cfg,
+        ofi->make_network(conns, heads, all, cfg.get_wires(), kTagLeaders));
+  } else if (head) {
+    Connections lc;
+    lc.rank = map.host_of[static_cast<size_t>(rank)];
+    lc.size = static_cast<int>(heads.size());
+    lc.names = heads;
+    lc.op_timeout = conns.op_timeout;
+    lc.state = conns.state;
+    lc.keepalive = conns.keepalive;
+    lc.wires.resize(heads.size());
+    for (size_t h = 0; h < heads.size(); ++h) {
+      lc.wires[h] = std::move(conns.wires[static_cast<size_t>(heads[h])]);
+    }
+    leaders = make_net_group(cfg, make_tcp_network(std::move(lc)));
+  }
+  auto state = conns.state;
+  std::shared_ptr<Group> p2p;
+  std::string name = "shm+tcp";
+  if (ofi != nullptr) {
+    // Send/recv between ranks on different hosts, except leader pairs.
+    std::vector<char> peers(static_cast<size_t>(map.size()), 0);
+    for (int p = 0; p < map.size(); ++p) {
+      const auto up = static_cast<size_t>(p);
+      peers[up] = map.host_of[up] != map.host_of[static_cast<size_t>(rank)] &&
+                  !(head && map.index_of[up] == 0);
+    }
+    p2p = make_net_group(cfg, ofi->make_network(conns, {}, peers, 1, kTagP2p),
+                         /*p2p_only=*/true);
+    name = "shm+ofi(" + ofi->provider() + ")";
+  } else {
+    p2p = make_net_group(cfg, make_tcp_network(std::move(conns)),
+                         /*p2p_only=*/true);
+  }
+  JACCL_LOG(Info, "rank " << rank << ": shared memory inside "
+                          << map.hosts.size() << " hosts, "
+                          << (ofi != nullptr ? "ofi" : "TCP") << " between them"
+                          << (leaders ? " (host leader)" : ""));
+  return std::make_shared<HierGroup>(rank, std::move(map), std::move(local),
+                                     std::move(leaders), std::move(p2p),
+                                     std::move(state), std::move(name));
+}
+
+}  // namespace
+
+std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
+  const int rank = cfg.get_rank();
+  const std::string& transport = cfg.get_transport();
+  if (transport != "tcp" && transport != "auto" && transport != "shm" &&
+      transport != "ofi") {
+    raise(ErrorKind::Config,
+          "unknown transport '" + transport +
+              "' (expected auto, tcp, shm or ofi)",
+          {.rank = rank});
+  }
+  std::shared_ptr<OfiNet> ofi = open_ofi(cfg);
+  // Control connections (liveness) are always made between every pair; data
+  // wires only where TCP carries the data. auto: shared memory between ranks
+  // that share a kernel and IPC namespace, the network between the others
+  // (ofi where every rank has RDMA hardware, else TCP).
+  Plan plan;
+  bool use_ofi = false;
+  auto want_data = [&](const std::vector<TcpCard>& cards) {
+    plan = choose_plan(cfg, cards, rank);
+    if (ofi != nullptr && plan.layout != Layout::Shm) {
+      use_ofi = std::all_of(cards.begin(), cards.end(),
+                            [](const TcpCard& c) { return !c.ofi.empty(); });
+      if (transport == "ofi" || use_ofi) {
+        std::vector<std::vector<std::string>> ofi_cards;
+        for (const TcpCard& c : cards) {
+          ofi_cards.push_back(c.ofi);
+        }
+        // Before the set-up's barrier: every rank knows every address
+        // before anyone sends.
+        ofi->insert_peers(ofi_cards);
+        use_ofi = true;
+      } else {
+        JACCL_LOG(Info, "rank " << rank
+                                << ": some rank has no RDMA provider: TCP "
+                                   "between hosts");
+      }
+    }
+    return tcp_data_wires(plan, cfg, rank, /*network_data=*/!use_ofi);
+  };
+  Connections conns =
+      setup_tcp(cfg, sc, want_data,
+                ofi != nullptr ? ofi->card() : std::vector<std::string>());
+  if (plan.layout == Layout::Shm) {
+    std::vector<int> all(static_cast<size_t>(cfg.get_size()));
+    std::iota(all.begin(), all.end(), 0);
+    return make_shm_group(cfg, sc, conns, all);
+  }
+  if (plan.layout == Layout::Hier) {
+    return make_hier_group(cfg, sc, std::move(conns), std::move(plan.map),
+                           use_ofi ? ofi.get() : nullptr);
+  }
+  if (use_ofi) {
+    JACCL_LOG(Info, "rank " << rank << ": ofi data plane ready ("
+                            << cfg.get_size() << " ranks, provider "
+                            << ofi->provider() << ", domain " << ofi->domain()
+                            << ", " << cfg.get_wires() << " wires)");
+    const std::vector<char> all(static_cast<size_t>(cfg.get_size()), 1);
+    return make_net_group(
+        cfg, ofi->make_network(conns, {}, all, cfg.get_wires(), kTagFlat));
+  }
+  JACCL_LOG(Info, "rank " << rank << ": TCP data plane ready ("
+                          << cfg.get_size() << " ranks, " << cfg.get_wires()
+                          << " wires)");
+  return make_net_group(cfg, make_tcp_network(std::move(conns)));
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,219 @@
+// Copyright 2026 the jaccl authors.
+#include "transport/tcp_endpoint.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+
+#include "common/error.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+// iovecs per sendmsg/recvmsg: a header and a payload for a few messages.
+constexpr int kMaxIov = 16;
+
+bool is_peer_lost(int err) {
+  return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT ||
+         err == EHOSTUNREACH || err == ENETUNREACH || err == ECONNABORTED ||
+         err == ENOTCONN;
+}
+
+// A FIFO of posted messages (intrusive, no allocation).
+struct Queue {
+  Msg* head = nullptr;
+  Msg* tail = nullptr;
+  void push(Msg& m) {
+    m.next = nullptr;
+    (tail != nullptr ? tail->next : head) = &m;
+    tail = &m;
+  }
+  void pop() {
+    head = head->next;
+    if (head == nullptr) {
+      tail = nullptr;
+    }
+  }
+  bool empty() const { return head == nullptr; }
+};
+
+class TcpLink final : public Link {
+ public:
+  TcpLink(Fd fd, int rank, int peer)
+      : fd_(std::move(fd)), rank_(rank), peer_(peer) {}
+
+  void post_send(Msg& m) override { post(sends_, m); }
+  void post_recv(Msg& m) override { post(recvs_, m); }
+  void accept(Msg& m) override { m.accepted = true; }
+
+  bool progress(const char* op) override {
+    bool moved = false;
+    if (!sends_.empty()) {
+      moved |= pump(sends_, true, op);
+    }
+    if (!recvs_.empty()) {
+      moved |= pump(recvs_, false, op);
+    }
+    return moved;
+  }
+
+  void want(WaitSet& ws) override {
+    ws.add_fd(fd_.get(), !recvs_.empty(), !sends_.empty());
+  }
+
+  void flush_headers() override {
+    // Only the head message's header starts at the stream's current
+    // position; a later one would land in the middle of a payload.
+    Msg* m = sends_.head;
+    if (m == nullptr || m->hdr == nullptr || m->moved != 0) {
+      return;
+    }
+    while (m->hdr_done < kMsgHeaderBytes) {
+      const ssize_t n =
+          ::send(fd_.get(), static_cast<const char*>(m->hdr) + m->hdr_done,
+                 kMsgHeaderBytes - m->hdr_done, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n <= 0 && errno != EINTR) {
+        return;
+      }
+      m->hdr_done += n > 0 ? static_cast<size_t>(n) : 0;
+    }
+  }
+
+  void clear() override {
+    sends_ = Queue{};
+    recvs_ = Queue{};
+  }
+
+ private:
+  static void post(Queue& q, Msg& m) {
+    if (m.hdr == nullptr && m.len == 0) {
+      m.done = true;  // nothing to move
+      return;
+    }
+    q.push(m);
+  }
+
+  // One sendmsg/recvmsg over the queue's head messages; pops what is done.
+  // Returns whether bytes moved.
+  bool pump(Queue& q, bool is_send, const char* op) {
+    bool moved = false;
+    while (!q.empty()) {
+      iovec iov[kMaxIov];
+      int n_iov = 0;
+      size_t want = 0;
+      for (Msg* m = q.head; m != nullptr && n_iov + 2 <= kMaxIov; m = m->next) {
+        if (m->hdr != nullptr && m->hdr_done < kMsgHeaderBytes) {
+          iov[n_iov++] = {static_cast<char*>(m->hdr) + m->hdr_done,
+                          kMsgHeaderBytes - m->hdr_done};
+          want += kMsgHeaderBytes - m->hdr_done;
+        }
+        if (m->moved < m->len) {
+          const size_t left = std::min(m->len - m->moved, kMaxIoSlice - want);
+          iov[n_iov++] = {m->buf + m->moved, left};
+          want += left;
+        }
+        if (want >= kMaxIoSlice) {
+          break;
+        }
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<size_t>(n_iov);
+      const ssize_t got =
+          is_send ? ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT)
+                  : ::recvmsg(fd_.get(), &msg, MSG_DONTWAIT);
+      if (got < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          return moved;
+        }
+        fail(errno, is_send ? "send" : "recv", op);
+      }
+      if (got == 0 && !is_send) {
+        raise(ErrorKind::PeerLost,
+              std::string("connection closed by the peer during ") + op,
+              {.rank = rank_, .peer = peer_});
+      }
+      moved = moved || got > 0;
+      account(q, static_cast<size_t>(got), is_send);
+      if (static_cast<size_t>(got) < want) {
+        return moved;  // drained (recv) or full (send): let poll() decide
+      }
+    }
+    return moved;
+  }
+
+  static void account(Queue& q, size_t n, bool is_send) {
+    while (!q.empty()) {
+      Msg& m = *q.head;
+      if (m.hdr != nullptr && m.hdr_done < kMsgHeaderBytes) {
+        const size_t h = std::min(n, kMsgHeaderBytes - m.hdr_done);
+        m.hdr_done += h;
+        n -= h;
+        if (m.hdr_done < kMsgHeaderBytes) {
+          return;
+        }
+        if (!is_send) {
+          m.hdr_in = true;
+        }
+      }
+      const size_t p = std::min(n, m.len - m.moved);
+      m.moved += p;
+      n -= p;
+      if (m.moved < m.len) {
+        return;
+      }
+      m.done = true;
+      q.pop();
+    }
+  }
+
+  [[noreturn]] void fail(int err, const char* verb, const char* op) const {
+    raise(is_peer_lost(err) ? ErrorKind::PeerLost : ErrorKind::Io,
+          std::string(verb) + " failed during " + op,
+          {.rank = rank_, .peer = peer_, .sys_errno = err});
+  }
+
+  Fd fd_;
+  int rank_;
+  int peer_;
+  Queue sends_;
+  Queue recvs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer) {
+  return std::make_unique<TcpLink>(std::move(fd), rank, peer);
+}
+
+Network make_tcp_network(Connections conns) {
+  Network net;
+  net.rank = conns.rank;
+  net.size = conns.size;
+  net.names = conns.names;
+  net.op_timeout = conns.op_timeout;
+  net.state = conns.state;
+  net.keepalive = conns.keepalive;
+  net.transport = "tcp";
+  net.links.resize(conns.wires.size());
+  auto who = [&](int member) {
+    return conns.names.empty() ? member
+                               : conns.names[static_cast<size_t>(member)];
+  };
+  for (size_t p = 0; p < conns.wires.size(); ++p) {
+    for (Fd& fd : conns.wires[p]) {
+      net.links[p].push_back(make_tcp_link(std::move(fd), who(conns.rank),
+                                           who(static_cast<int>(p))));
+    }
+  }
+  return net;
+}
+
+}  // namespace jaccl::detail

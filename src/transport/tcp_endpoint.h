@@ -1,0 +1,25 @@
+// Copyright 2026 the jaccl authors.
+// The TCP implementation of the endpoint interface (transport/endpoint.h):
+// one Link per connected stream socket. Messages are byte ranges laid end to
+// end on the stream; a send's header and payload (and the next queued
+// messages) leave in one sendmsg, a receive scatters into the queued
+// messages with one recvmsg. A short read or write ends a progress() call
+// (the socket is drained or full), so the wait set's poll() decides when
+// to try again.
+#pragma once
+
+#include <memory>
+
+#include "common/net.h"
+#include "transport/connections.h"
+#include "transport/endpoint.h"
+
+namespace jaccl::detail {
+
+// rank, peer: job ranks, for messages.
+std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer);
+
+// Wraps the TCP set-up's sockets into links (the group owns them now).
+Network make_tcp_network(Connections conns);
+
+}  // namespace jaccl::detail

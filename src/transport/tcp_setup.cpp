@@ -1,0 +1,271 @@
+// Copyright 2026 the jaccl authors.
+// setup_tcp: from the side channel to connected sockets, in phases (listen
+// and publish the card, decide who dials whom, dial and accept, collect and
+// name whoever is missing, tune the sockets and start liveness).
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "transport/interfaces.h"
+#include "transport/liveness.h"
+#include "transport/tcp_card.h"
+#include "transport/tcp_connect.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+// One connection this rank dials.
+struct Job {
+  int peer;
+  Channel channel;
+  int wire;
+};
+
+// Everything the phases share.
+struct TcpSetup {
+  const Config& cfg;
+  int me;
+  int size;
+  Connections conns;
+  Fd listener;
+  std::vector<TcpCard> cards;
+  std::vector<char> listens;
+  std::vector<Job> jobs;
+  std::vector<int> expected;  // p dials us with that many wires; -1: not
+  std::vector<Fd> control;
+  std::vector<char> dialed;
+};
+
+// Opens the listener (unless JACCL_LISTEN=0) and publishes the card.
+void listen_and_publish(TcpSetup& st, SideChannel& sc,
+                        std::vector<std::string> ofi_card) {
+  const Config& cfg = st.cfg;
+  const int me = st.me;
+  TcpCard mine = local_card(me, cfg.get_wires());
+  mine.ofi = std::move(ofi_card);
+  if (cfg.get_listen()) {
+    ListenAddress la = choose_listen_address(cfg);
+    int backlog =
+        std::min(4096, std::max(64, (st.size - 1) * (cfg.get_wires() + 1)));
+    st.listener = listen_tcp(resolve(HostPort{la.host, 0}, me), backlog, me);
+    mine.addresses = {la.host};
+    mine.port = port_of(local_address(st.listener.get()));
+    JACCL_LOG(Info, "rank " << me << ": listening on "
+                            << (HostPort{la.host, mine.port}.str()) << " ("
+                            << la.why << ")");
+  } else {
+    JACCL_LOG(Info, "rank " << me << ": not listening (JACCL_LISTEN=0)");
+  }
+  st.cards = exchange_cards(sc, mine);
+  st.listens.resize(static_cast<size_t>(st.size));
+  for (int r = 0; r < st.size; ++r) {
+    st.listens[static_cast<size_t>(r)] =
+        st.cards[static_cast<size_t>(r)].listens();
+  }
+  check_listen_pairs(st.listens, me);
+}
+
+// Who we dial (jobs), who dials us (expected), how many wires each pair has.
+void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
+  const int me = st.me, size = st.size;
+  const std::vector<int> data_wires =
+      want_data ? want_data(st.cards) : std::vector<int>();
+  const TcpCard& mine = st.cards[static_cast<size_t>(me)];
+  st.expected.assign(static_cast<size_t>(size), -1);
+  for (int p = 0; p < size; ++p) {
+    if (p == me) {
+      continue;
+    }
+    int w = data_wires.empty()
+                ? data_wires_between(me, p, size, st.cfg.get_wires())
+                : data_wires[static_cast<size_t>(p)];
+    if (w < 0) {
+      continue;  // not connected at all (liveness goes through a relay)
+    }
+    st.conns.wires[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
+    if (!dials(me, p, st.listens)) {
+      st.expected[static_cast<size_t>(p)] = w;
+      continue;
+    }
+    const TcpCard& c = st.cards[static_cast<size_t>(p)];
+    if (is_loopback_address(c.addresses.front()) &&
+        (c.boot_id != mine.boot_id || c.net_ns != mine.net_ns)) {
+      raise(ErrorKind::Config,
+            "rank " + std::to_string(p) + " listens on loopback (" +
+                c.addresses.front() +
+                ") but runs on another host or network namespace (" +
+                c.hostname + "): set JACCL_IFNAME there",
+            {.rank = me, .peer = p});
+    }
+    st.jobs.push_back({p, Channel::Control, 0});
+    for (int k = 0; k < w; ++k) {
+      st.jobs.push_back({p, Channel::Data, k});
+    }
+  }
+}
+
+// Dials every job on a small pool of threads while the acceptor takes the
+// connections that dial us. Rethrows the first rejection.
+void dial_all(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl) {
+  st.control.resize(static_cast<size_t>(st.size));
+  st.dialed.assign(st.jobs.size(), 0);
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr fatal;
+  const uint64_t job_fp = token_fingerprint(st.cfg.get_token());
+  auto dialer = [&] {
+    while (!stop.load()) {
+      size_t i = next.fetch_add(1);
+      if (i >= st.jobs.size()) {
+        break;
+      }
+      const Job& j = st.jobs[i];
+      const TcpCard& c = st.cards[static_cast<size_t>(j.peer)];
+      Hello h{j.channel, st.me, st.size, j.wire, job_fp, random_nonce()};
+      try {
+        Fd fd = dial_peer(c.addresses, c.port, h, st.cfg.get_token(), dl, stop,
+                          st.me);
+        if (!fd.valid()) {
+          continue;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        st.dialed[i] = 1;
+        auto p = static_cast<size_t>(j.peer);
+        if (j.channel == Channel::Control) {
+          st.control[p] = std::move(fd);
+        } else {
+          st.conns.wires[p][static_cast<size_t>(j.wire)] = std::move(fd);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!fatal) {
+          fatal = std::current_exception();
+        }
+        stop.store(true);
+        if (acceptor != nullptr) {
+          acceptor->stop();
+        }
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  size_t n_threads = std::min<size_t>(st.jobs.size(), 8);
+  for (size_t t = 0; t < n_threads; ++t) {
+    pool.emplace_back(dialer);
+  }
+  for (auto& t : pool) {
+    t.join();
+  }
+  if (fatal) {
+    std::rethrow_exception(fatal);
+  }
+}
+
+// Takes the accepted connections; a TimeoutError names whoever is missing.
+void collect(TcpSetup& st, std::unique_ptr<TcpAcceptor> acceptor,
+             const Deadline& dl) {
+  std::vector<int> missing_out, missing_in;
+  for (size_t i = 0; i < st.jobs.size(); ++i) {
+    if (!st.dialed[i] &&
+        (missing_out.empty() || missing_out.back() != st.jobs[i].peer)) {
+      missing_out.push_back(st.jobs[i].peer);
+    }
+  }
+  if (acceptor) {
+    acceptor->wait();
+    missing_in = acceptor->missing();
+    for (int p = 0; p < st.size; ++p) {
+      auto up = static_cast<size_t>(p);
+      if (st.expected[up] < 0) {
+        continue;
+      }
+      st.control[up] = std::move(acceptor->control()[up]);
+      for (size_t w = 0; w < st.conns.wires[up].size(); ++w) {
+        st.conns.wires[up][w] = std::move(acceptor->data()[up][w]);
+      }
+    }
+    acceptor.reset();
+  }
+  if (missing_out.empty() && missing_in.empty()) {
+    return;
+  }
+  std::string what = "timed out after " + format_duration(dl.total()) +
+                     " connecting the TCP data plane:";
+  if (!missing_out.empty()) {
+    const TcpCard& c = st.cards[static_cast<size_t>(missing_out.front())];
+    what += " could not connect to " + ranks_phrase(missing_out) + " (" +
+            (missing_out.size() > 1 ? "rank " + std::to_string(c.rank) + ": "
+                                    : "") +
+            c.hostname + ", " + HostPort{c.addresses.front(), c.port}.str() +
+            ")";
+  }
+  if (!missing_in.empty()) {
+    what += std::string(missing_out.empty() ? "" : ";") +
+            " no connection arrived from " + ranks_phrase(missing_in);
+  }
+  raise(ErrorKind::Timeout, what, {.rank = st.me});
+}
+
+// TCP_NODELAY and keepalive on every socket.
+void tune_sockets(TcpSetup& st) {
+  const Millis hb = st.cfg.get_heartbeat_timeout();
+  for (int p = 0; p < st.size; ++p) {
+    auto up = static_cast<size_t>(p);
+    for (auto& fd : st.conns.wires[up]) {
+      set_nodelay(fd.get());
+      apply_keepalive(fd.get(), hb);
+    }
+    if (st.control[up].valid()) {
+      set_nodelay(st.control[up].get());
+      apply_keepalive(st.control[up].get(), hb);
+    }
+  }
+}
+
+}  // namespace
+
+Connections setup_tcp(const Config& cfg, SideChannel& sc,
+                      const DataWiresFn& want_data,
+                      std::vector<std::string> ofi_card) {
+  TcpSetup st{.cfg = cfg, .me = cfg.get_rank(), .size = cfg.get_size()};
+  st.conns.rank = st.me;
+  st.conns.size = st.size;
+  st.conns.op_timeout = cfg.get_op_timeout();
+  st.conns.wires.resize(static_cast<size_t>(st.size));
+  if (st.size == 1) {
+    return std::move(st.conns);
+  }
+  listen_and_publish(st, sc, std::move(ofi_card));
+  plan_connections(st, want_data);
+  const Deadline dl = Deadline::after(cfg.get_timeout());
+  std::unique_ptr<TcpAcceptor> acceptor;
+  if (std::any_of(st.expected.begin(), st.expected.end(),
+                  [](int w) { return w >= 0; })) {
+    acceptor =
+        std::make_unique<TcpAcceptor>(st.me, st.size, std::move(st.listener),
+                                      cfg.get_token(), st.expected, dl);
+  }
+  st.listener.reset();  // nobody dials us: close the port right away
+  dial_all(st, acceptor.get(), dl);
+  collect(st, std::move(acceptor), dl);
+  tune_sockets(st);
+  JACCL_LOG(Debug, "rank " << st.me << ": TCP data plane connected");
+
+  sc.barrier();  // every rank is connected
+  // Started only now, so no rank's silence clock runs while a peer is still
+  // connecting to someone else.
+  st.conns.keepalive = std::make_shared<LivenessMonitor>(
+      st.me, std::move(st.control), st.conns.state,
+      cfg.get_heartbeat_timeout());
+  sc.leave_barrier();
+  return std::move(st.conns);
+}
+
+}  // namespace jaccl::detail

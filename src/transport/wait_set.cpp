@@ -1,0 +1,94 @@
+// Copyright 2026 the jaccl authors.
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "common/error.h"
+#include "transport/endpoint.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+WaitSet::WaitSet() {
+  items_.reserve(8);
+}
+
+WaitSet::~WaitSet() = default;
+
+void WaitSet::clear() {
+  items_.clear();
+  ready_ = false;
+  driven_ = false;
+  max_sleep_ms_ = -1;
+}
+
+void WaitSet::add_fd(int fd, bool read, bool write) {
+  if (fd < 0 || (!read && !write)) {
+    return;
+  }
+  const short ev =
+      static_cast<short>((read ? POLLIN : 0) | (write ? POLLOUT : 0));
+  for (Item& it : items_) {
+    if (it.fd == fd) {
+      it.events = static_cast<short>(it.events | ev);
+      return;
+    }
+  }
+  items_.push_back({fd, ev, 0});
+}
+
+bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
+                   const char* op, int rank) {
+  static_assert(sizeof(Item) == sizeof(pollfd));
+  static_assert(offsetof(Item, events) == offsetof(pollfd, events));
+  static_assert(offsetof(Item, revents) == offsetof(pollfd, revents));
+  if (ready_) {
+    state.throw_if_failed();
+    return true;
+  }
+  if (!spinning_) {
+    spinning_ = true;
+    spin_until_ns_ = now_ns() + static_cast<long long>(spin_us) * 1000;
+  }
+  items_.push_back({state.wake_fd(), POLLIN, 0});
+  auto* fds = reinterpret_cast<pollfd*>(items_.data());
+  const nfds_t n = static_cast<nfds_t>(items_.size());
+  struct Pop {
+    std::vector<Item>& v;
+    ~Pop() { v.pop_back(); }
+  } pop{items_};
+  for (;;) {
+    const bool spin = spin_us > 0 && now_ns() < spin_until_ns_;
+    const int rc = ::poll(fds, n, spin ? 0 : dl.poll_ms(max_sleep_ms_));
+    if (fds[n - 1].revents != 0) {
+      state.throw_if_failed();
+    }
+    if (rc > 0) {
+      return true;
+    }
+    if (rc < 0 && errno != EINTR) {
+      raise(ErrorKind::Io, std::string("poll failed during ") + op,
+            {.rank = rank, .sys_errno = errno});
+    }
+    if (!spin && dl.expired()) {
+      return false;
+    }
+    if (driven_ && rc == 0) {
+      return true;  // a spin round, or a bounded sleep: progress again
+    }
+  }
+}
+
+}  // namespace jaccl::detail
