@@ -1,6 +1,8 @@
 # Optional data plane: the `ofi` transport over libfabric (Debian
 # libfabric-dev). Included by the root CMakeLists.txt after the `jaccl` target
-# exists. Found -> linked into `jaccl` PRIVATE with JACCL_HAVE_OFI=1; missing ->
+# exists. Found -> JACCL_HAVE_OFI=1 and the headers; the library itself is
+# opened with dlopen on first use (src/transport/ofi/ofi_lib.h says why), so
+# libjaccl does not link it and runs where it is absent; missing ->
 # src/transport/ofi still compiles, ofi::built() is false and opening a domain
 # raises a ConfigError saying to install libfabric-dev.
 #
@@ -19,7 +21,7 @@ if(JACCL_WITH_OFI)
   if(JACCL_FABRIC_INCLUDE_DIR AND JACCL_FABRIC_LIBRARY)
     set(JACCL_HAVE_OFI ON)
     target_include_directories(jaccl PRIVATE ${JACCL_FABRIC_INCLUDE_DIR})
-    target_link_libraries(jaccl PRIVATE ${JACCL_FABRIC_LIBRARY})
+    target_link_libraries(jaccl PRIVATE ${CMAKE_DL_LIBS})
     target_compile_definitions(jaccl PRIVATE JACCL_HAVE_OFI=1)
   endif()
 endif()

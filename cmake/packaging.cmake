@@ -26,12 +26,20 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 # dpkg-shlibdeps finds libjaccl.so.0 inside the package through the tools'
 # $ORIGIN run paths; GENERATE_SHLIBS also registers it for ldconfig.
+# Dependencies dpkg-shlibdeps cannot see: the Python module's interpreter,
+# and libfabric, which the ofi transport opens with dlopen.
+set(_jaccl_deb_depends "")
 if(JACCL_PYTHON_MODULE_VERSION)
   string(REPLACE "." ";" _jaccl_py_v "${JACCL_PYTHON_MODULE_VERSION}")
   list(GET _jaccl_py_v 0 _jaccl_py_major)
   list(GET _jaccl_py_v 1 _jaccl_py_minor)
   math(EXPR _jaccl_py_next "${_jaccl_py_minor} + 1")
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "python3 (>= ${JACCL_PYTHON_MODULE_VERSION}), python3 (<< ${_jaccl_py_major}.${_jaccl_py_next}), python3-numpy")
+  list(APPEND _jaccl_deb_depends
+    "python3 (>= ${JACCL_PYTHON_MODULE_VERSION})"
+    "python3 (<< ${_jaccl_py_major}.${_jaccl_py_next})" "python3-numpy")
 endif()
+if(JACCL_HAVE_OFI)
+  list(APPEND _jaccl_deb_depends "libfabric1")
+endif()
+list(JOIN _jaccl_deb_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
 include(CPack)

@@ -4,6 +4,7 @@
 // tagged messages over tcp;ofi_rxm (loopback) and shm, with and without the
 // force_register knob that runs the registration path verbs and efa need.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -55,6 +56,28 @@ ofi::Options opts(const Provider& p, int rank = 0, bool force = false) {
 }
 
 // ---- in one process ------------------------------------------------------
+
+void note_signal(int) {}
+
+// Debian's libfabric pulls in libinfinipath, whose constructor takes SIGINT
+// and SIGILL (and exits on them): loading libfabric must leave the process's
+// handlers as they were. Each test runs in its own process, so this one is
+// the first to load it.
+TEST(OfiLayer, LoadingLibfabricKeepsTheProcessSignalHandlers) {
+  struct sigaction mine {
+  }, old_int{}, old_ill{};
+  mine.sa_handler = note_signal;
+  ASSERT_EQ(::sigaction(SIGINT, &mine, &old_int), 0);
+  ASSERT_EQ(::sigaction(SIGILL, &mine, &old_ill), 0);
+  EXPECT_FALSE(ofi::available_providers().empty());
+  struct sigaction now {};
+  ::sigaction(SIGINT, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, &note_signal) << "SIGINT handler replaced";
+  ::sigaction(SIGILL, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, &note_signal) << "SIGILL handler replaced";
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGILL, &old_ill, nullptr);
+}
 
 TEST(OfiLayer, ListsTheSoftwareProviders) {
   REQUIRE_OFI();

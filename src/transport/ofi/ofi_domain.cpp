@@ -87,6 +87,7 @@ std::string wanted(const Options& o) {
 }  // namespace
 
 std::shared_ptr<Domain> Domain::open(const Options& opts) {
+  lib(opts.rank);  // a ConfigError naming the package when it cannot load
   int rc = 0;
   auto list = query(opts.provider, opts.domain, &rc);
   if (!list) {
@@ -94,11 +95,11 @@ std::shared_ptr<Domain> Domain::open(const Options& opts) {
   }
   auto s = std::make_shared<DomainState>();
   s->opts = opts;
-  s->info.reset(fi_dupinfo(list.get()));
+  s->info.reset(lib().dupinfo(list.get()));
   if (!s->info) {
     raise(ErrorKind::Io, "fi_dupinfo failed", {.rank = opts.rank});
   }
-  rc = fi_fabric(s->info->fabric_attr, &s->fabric, nullptr);
+  rc = lib().fabric(s->info->fabric_attr, &s->fabric, nullptr);
   if (rc != 0) {
     unusable(opts, s->info.get(), "fi_fabric", rc);
   }

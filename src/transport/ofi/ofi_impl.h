@@ -18,6 +18,7 @@
 #include <string>
 
 #include "transport/ofi/ofi_fabric.h"
+#include "transport/ofi/ofi_lib.h"
 
 namespace jaccl::detail::ofi {
 
@@ -37,7 +38,7 @@ inline constexpr uint64_t kMrModeOffered = FI_MR_LOCAL | FI_MR_VIRT_ADDR |
 struct InfoFree {
   void operator()(fi_info* i) const {
     if (i != nullptr) {
-      fi_freeinfo(i);
+      lib().freeinfo(i);  // an fi_info exists only once the library loaded
     }
   }
 };

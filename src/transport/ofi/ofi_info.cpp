@@ -21,11 +21,13 @@ bool built() {
 }
 
 std::string fi_text(int err) {
-  return fi_strerror(err < 0 ? -err : err);
+  const Lib* l = try_lib(nullptr);
+  const int e = err < 0 ? -err : err;
+  return l != nullptr ? l->strerror(e) : "libfabric error " + std::to_string(e);
 }
 
 InfoPtr make_hints(const std::string& provider, const std::string& domain) {
-  InfoPtr h(fi_allocinfo());
+  InfoPtr h(lib().dupinfo(nullptr));  // fi_allocinfo()
   if (!h) {
     return h;
   }
@@ -52,9 +54,9 @@ InfoPtr make_hints(const std::string& provider, const std::string& domain) {
 InfoPtr query(const std::string& provider, const std::string& domain, int* rc) {
   auto hints = make_hints(provider, domain);
   fi_info* list = nullptr;
-  int r = hints
-              ? fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &list)
-              : -FI_ENOMEM;
+  int r = hints ? lib().getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(),
+                                &list)
+                : -FI_ENOMEM;
   if (rc != nullptr) {
     *rc = r;
   }
@@ -78,7 +80,7 @@ InfoPtr query(const std::string& provider, const std::string& domain, int* rc) {
       *tail = i;
       tail = &i->next;
     } else {
-      fi_freeinfo(i);
+      lib().freeinfo(i);
     }
     i = next;
   }
@@ -117,6 +119,9 @@ std::string describe(const fi_info* list) {
 }
 
 std::vector<std::string> available_providers() {
+  if (try_lib(nullptr) == nullptr) {
+    return {};  // no libfabric at run time: no providers
+  }
   auto list = query("", "", nullptr);
   std::vector<std::string> names;
   for (fi_info* i = list.get(); i != nullptr; i = i->next) {
@@ -135,6 +140,9 @@ std::vector<std::string> available_providers() {
 std::string hardware_provider() {
   static const char* const kHardware[] = {"verbs", "efa", "psm2",
                                           "psm3",  "cxi", "opx"};
+  if (try_lib(nullptr) == nullptr) {
+    return "";
+  }
   auto list = query("", "", nullptr);
   for (fi_info* i = list.get(); i != nullptr; i = i->next) {
     std::string name = i->fabric_attr->prov_name;
@@ -150,7 +158,7 @@ std::string hardware_provider() {
     // provider whose device is down).
     fid_fabric* fabric = nullptr;
     fid_domain* domain = nullptr;
-    bool ok = fi_fabric(i->fabric_attr, &fabric, nullptr) == 0 &&
+    bool ok = lib().fabric(i->fabric_attr, &fabric, nullptr) == 0 &&
               fi_domain(fabric, i, &domain, nullptr) == 0;
     if (domain != nullptr) {
       fi_close(&domain->fid);
