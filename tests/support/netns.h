@@ -22,16 +22,17 @@ class Netns {
     const std::string id = std::to_string(pid);
     ns_ = "jshm" + id;
     host_if_ = "jsa" + id;
+    ns_if_ = "jsb" + id;
     const std::string net = "10." + std::to_string(200 + pid / 16384 % 50) +
                             "." + std::to_string(pid / 64 % 256) + ".";
     host_ip_ = net + std::to_string(pid % 64 * 4 + 1);
     ns_ip_ = net + std::to_string(pid % 64 * 4 + 2);
     const std::string script =
         "set -e; ip netns add " + ns_ + "; ip link add " + host_if_ +
-        " type veth peer name jsb" + id + " netns " + ns_ + "; ip addr add " +
+        " type veth peer name " + ns_if_ + " netns " + ns_ + "; ip addr add " +
         host_ip_ + "/30 dev " + host_if_ + "; ip link set " + host_if_ +
-        " up; ip -n " + ns_ + " addr add " + ns_ip_ + "/30 dev jsb" + id +
-        "; ip -n " + ns_ + " link set jsb" + id + " up; ip -n " + ns_ +
+        " up; ip -n " + ns_ + " addr add " + ns_ip_ + "/30 dev " + ns_if_ +
+        "; ip -n " + ns_ + " link set " + ns_if_ + " up; ip -n " + ns_ +
         " link set lo up";
     auto r = run("/bin/sh", {"-c", script}, {}, std::chrono::seconds(20));
     ok_ = r.exited_ok();
@@ -50,10 +51,13 @@ class Netns {
   const std::string& name() const { return ns_; }
   const std::string& host_ip() const { return host_ip_; }
   const std::string& ns_ip() const { return ns_ip_; }
+  // The veth pair's two ends: this namespace's and the new one's.
+  const std::string& host_if() const { return host_if_; }
+  const std::string& ns_if() const { return ns_if_; }
 
  private:
   bool ok_ = false;
-  std::string why_, ns_, host_if_, host_ip_, ns_ip_;
+  std::string why_, ns_, host_if_, ns_if_, host_ip_, ns_ip_;
 };
 
 }  // namespace jaccl::test

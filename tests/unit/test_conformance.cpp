@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "support/fixtures.h"
+#include "support/netns.h"
 #include "support/proc.h"
 
 namespace {
@@ -310,6 +312,113 @@ std::vector<Launch> ofi_launches() {
 INSTANTIATE_TEST_SUITE_P(Ofi, Conformance, ::testing::ValuesIn(ofi_launches()),
                          [](const ::testing::TestParamInfo<Launch>& info) {
                            return info.param.name;
+                         });
+
+// The matrix over tcp;ofi_rxm between two network namespaces joined by a
+// veth pair: even ranks here, odd ranks in the new namespace, so every
+// mesh pair and ring neighbour of different parity crosses the link. The
+// device matrix (JACCL_IBV_DEVICES) names each rank's end of the pair as
+// its libfabric domain (the tcp provider's domains are interfaces);
+// JACCL_IFNAME puts the control connections on the same link; the ranks
+// bootstrap through a file side channel both namespaces can see.
+class OfiNetns : public ::testing::TestWithParam<bool> {};
+
+TEST_P(OfiNetns, TcpRxmAcrossAVethPair) {
+  const bool ring = GetParam();
+  jaccl::test::Netns net;
+  if (!net.ok())
+    GTEST_SKIP() << "cannot make a network namespace: " << net.why();
+  const int n = 4;
+  TempDir dir;
+  auto side_of = [](int r) { return r % 2; };  // 0: here, 1: the namespace
+  const std::string devices = dir.path() + "/devices.json";
+  {
+    std::ofstream f(devices);
+    f << "[";
+    for (int r = 0; r < n; ++r) {
+      f << (r ? "," : "") << "[";
+      for (int p = 0; p < n; ++p) {
+        f << (p ? "," : "")
+          << (p == r
+                  ? std::string("null")
+                  : "\"" + (side_of(r) ? net.ns_if() : net.host_if()) + "\"");
+      }
+      f << "]";
+    }
+    f << "]\n";
+  }
+  const std::string w = jaccl::test::worker_path("conformance");
+  const std::vector<std::string> sh = {
+      "-c",
+      "if [ -n \"$CONF_NETNS\" ]; then exec ip netns exec \"$CONF_NETNS\" "
+      "'" +
+          w + "'; fi; exec '" + w + "'"};
+  Job job = Job::start("/bin/sh", sh, n, [&](int r) {
+    const bool there = side_of(r) == 1;
+    return std::map<std::string, std::string>{
+        {"JACCL_RANK", std::to_string(r)},
+        {"JACCL_SIZE", std::to_string(n)},
+        {"JACCL_COORDINATOR", kUnsetEnv},
+        {"JACCL_SIDE_CHANNEL", "file://" + dir.path()},
+        {"JACCL_JOB", "ofi-veth"},  // the directory is this test's own
+        {"JACCL_IFNAME", there ? net.ns_ip() : net.host_ip()},
+        {"JACCL_IBV_DEVICES", devices},
+        {"JACCL_TRANSPORT", "ofi"},
+        {"JACCL_OFI_PROVIDER", "tcp;ofi_rxm"},
+        {"JACCL_OFI_FORCE_REGISTER", kUnsetEnv},
+        {"JACCL_RING", ring ? "1" : kUnsetEnv},
+        {"JACCL_WIRES", "2"},
+        {"JACCL_TIMEOUT", "60"},
+        {"JACCL_OP_TIMEOUT", "120"},
+        {"JACCL_TOKEN", kUnsetEnv},
+        {"JACCL_LISTEN", kUnsetEnv},
+        {"JACCL_SHM_BUDGET", kUnsetEnv},
+        {"JACCL_SHM_STRATEGY", kUnsetEnv},
+        {"JACCL_LOG", "info"},
+        {"CONF_MATRIX", "full"},
+        {"CONF_DIR", dir.path()},
+        {"CONF_NETNS", there ? net.name() : kUnsetEnv},
+        {"TEST_SIDE_DIR", kUnsetEnv},
+    };
+  });
+  auto rs = job.wait(240s);
+  ASSERT_EQ(static_cast<int>(rs.size()), n);
+  const std::string backend =
+      std::string("ofi(tcp;ofi_rxm)") + (ring ? "-ring" : "-mesh");
+  for (int r = 0; r < n; ++r) {
+    const ProcResult& res = rs[static_cast<size_t>(r)];
+    const bool there = side_of(r) == 1;
+    const std::string summary = jaccl::test::line_of(res.output, "SUMMARY ");
+    EXPECT_TRUE(res.exited_ok())
+        << "rank " << r << ": " << res.describe() << "\n"
+        << res.output;
+    EXPECT_NE(summary.find("rank=" + std::to_string(r) + " size=" +
+                           std::to_string(n) + " backend=" + backend + " "),
+              std::string::npos)
+        << "rank " << r << ":\n"
+        << res.output;
+    EXPECT_NE(summary.find(" failures=0"), std::string::npos)
+        << "rank " << r << ":\n"
+        << res.output;
+    // libfabric carried the data on this rank's end of the veth pair, the
+    // control connections listened there too.
+    EXPECT_NE(res.output.find("ofi data plane ready (" + std::to_string(n) +
+                              " ranks, provider tcp;ofi_rxm, domain " +
+                              (there ? net.ns_if() : net.host_if()) + ","),
+              std::string::npos)
+        << "rank " << r << ":\n"
+        << res.output;
+    EXPECT_NE(res.output.find("listening on " +
+                              (there ? net.ns_ip() : net.host_ip()) + ":"),
+              std::string::npos)
+        << "rank " << r << ":\n"
+        << res.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ofi, OfiNetns, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Ring" : "Mesh";
                          });
 
 }  // namespace
