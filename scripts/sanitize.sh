@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the core test suites with ASan+UBSan and with TSan and runs them.
-# Usage: scripts/sanitize.sh [address|thread]...   (default: both)
+# Usage: [SANITIZE_SUITES="s1 s2"] scripts/sanitize.sh [address|thread]...
+# (default: both kinds, every suite below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kinds=("$@")
@@ -9,7 +10,11 @@ kinds=("$@")
 # slow whole-job suites (conformance, faults, python, side channels) run in
 # the plain build only.
 suites=(config side_channel errors types reduce ring_math collectives
-        shm_group coordinator tcp_transport hier ofi_layer)
+        shm_group coordinator tcp_transport hier ofi_layer ofi_group)
+# SANITIZE_SUITES="a b" builds and runs only those suites (a quick re-run).
+if [ -n "${SANITIZE_SUITES:-}" ]; then
+  read -ra suites <<< "$SANITIZE_SUITES"
+fi
 label="^($(IFS='|'; echo "${suites[*]}"))\$"
 targets=()
 for s in "${suites[@]}"; do targets+=("test_$s"); done

@@ -37,14 +37,8 @@ bool is_peer_lost(const std::exception_ptr& e) {
 }  // namespace
 
 bool FailureState::fail(std::exception_ptr e, bool authoritative) {
-  const int grace = grace_ms_.load();
-  if (!authoritative && grace > 0 && !failed() && is_peer_lost(e)) {
-    pollfd p{wake_fd_, POLLIN, 0};
-    while (::poll(&p, 1, grace) < 0 && errno == EINTR) {
-    }
-    if (failed()) {
-      return false;
-    }
+  if (!authoritative && !failed() && is_peer_lost(e) && await_verdict()) {
+    return false;
   }
   std::vector<std::function<void()>> hooks;
   {
@@ -62,6 +56,16 @@ bool FailureState::fail(std::exception_ptr e, bool authoritative) {
     h();
   }
   return true;
+}
+
+bool FailureState::await_verdict() const {
+  const int grace = grace_ms_.load();
+  if (grace > 0 && !failed()) {
+    pollfd p{wake_fd_, POLLIN, 0};
+    while (::poll(&p, 1, grace) < 0 && errno == EINTR) {
+    }
+  }
+  return failed();
 }
 
 void FailureState::throw_if_failed() const {

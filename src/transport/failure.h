@@ -40,6 +40,10 @@ class FailureState {
   void set_verdict_grace(Millis grace) {
     grace_ms_ = static_cast<int>(grace.count());
   }
+  // Waits up to the verdict grace for a failure to be recorded (at once
+  // when one is); true when one is. For a transport whose error may be a
+  // peer's death reported without saying so (a provider's EIO).
+  bool await_verdict() const;
   // Throws the recorded failure, if any.
   void throw_if_failed() const;
   std::exception_ptr error() const;

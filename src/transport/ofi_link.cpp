@@ -10,6 +10,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "transport/failure.h"
 #include "transport/ofi/ofi_fabric.h"
 
 namespace jaccl::detail {
@@ -67,9 +68,10 @@ class OfiLink final : public Link {
  public:
   // Tags name the group and the ordered pair, so messages of one pair never
   // match another's receive even where a provider ignores the source.
-  OfiLink(std::shared_ptr<Wire> wire, int member, uint64_t tag, int rank,
-          int peer)
+  OfiLink(std::shared_ptr<Wire> wire, std::shared_ptr<FailureState> state,
+          int member, uint64_t tag, int rank, int peer)
       : wire_(std::move(wire)),
+        state_(std::move(state)),
         member_(member),
         stag_(tag << 48 | uint64_t(rank) << 24 | uint64_t(peer)),
         rtag_(tag << 48 | uint64_t(peer) << 24 | uint64_t(rank)),
@@ -103,7 +105,20 @@ class OfiLink final : public Link {
 
   bool progress(const char* op) override {
     ofi::Endpoint& ep = endpoint(op);
-    bool moved = ep.progress() > 0;
+    bool moved = false;
+    try {
+      moved = ep.progress() > 0;
+    } catch (const Error& e) {
+      // Some providers report a dead peer's messages as a plain I/O error
+      // (shm: EIO), often before the control connection's EOF reaches the
+      // liveness monitor: give its verdict (PeerLost naming the rank that
+      // died, or the root cause it relayed) the same grace a PeerLost from
+      // a data link gets, and report that instead when it comes.
+      if (e.kind() == ErrorKind::Io && state_ && state_->await_verdict()) {
+        state_->throw_if_failed();
+      }
+      throw;
+    }
     moved |= issue_sends();
     moved |= issue_recvs();
     moved |= reap_sends();
@@ -344,6 +359,7 @@ class OfiLink final : public Link {
   }
 
   std::shared_ptr<Wire> wire_;
+  std::shared_ptr<FailureState> state_;  // the group's, for the verdict
   int member_;
   uint64_t stag_;
   uint64_t rtag_;
@@ -516,9 +532,9 @@ Network OfiNet::make_network(const Connections& control,
     }
     const int use = std::min<int>(wires, static_cast<int>(impl_->wires.size()));
     for (int w = 0; w < use; ++w) {
-      net.links[p].push_back(
-          std::make_unique<OfiLink>(impl_->wires[static_cast<size_t>(w)], job,
-                                    static_cast<uint64_t>(tag), me, job));
+      net.links[p].push_back(std::make_unique<OfiLink>(
+          impl_->wires[static_cast<size_t>(w)], control.state, job,
+          static_cast<uint64_t>(tag), me, job));
     }
   }
   net.names = std::move(members);
