@@ -20,10 +20,12 @@ targets=()
 for s in "${suites[@]}"; do targets+=("test_$s"); done
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+launcher=()
+command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 for kind in "${kinds[@]}"; do
   dir="build-${kind}"
   [ -f "$dir/CMakeCache.txt" ] || cmake -S . -B "$dir" "${gen[@]}" \
-    -DJACCL_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DJACCL_SANITIZE="$kind" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
     -DJACCL_BUILD_EXAMPLES=OFF -DJACCL_BUILD_TOOLS=OFF \
     -DJACCL_BUILD_PYTHON=OFF -DJACCL_BUILD_BENCH=OFF
   cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"

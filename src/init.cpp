@@ -9,8 +9,8 @@
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
-#include "jaccl/jaccl.h"
 #include "group/make_group.h"
+#include "jaccl/jaccl.h"
 
 namespace jaccl {
 
