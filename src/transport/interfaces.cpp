@@ -35,6 +35,28 @@ bool is_loopback_address(const std::string& host) {
   return host == "localhost";
 }
 
+std::string interface_of_ipv4(const std::string& host) {
+  in_addr want{};
+  if (::inet_pton(AF_INET, host.c_str(), &want) != 1) {
+    return "";
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    return "";
+  }
+  std::string name;
+  for (ifaddrs* p = list; p != nullptr && name.empty(); p = p->ifa_next) {
+    if (p->ifa_name != nullptr && p->ifa_addr != nullptr &&
+        p->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<const sockaddr_in*>(p->ifa_addr)->sin_addr.s_addr ==
+            want.s_addr) {
+      name = p->ifa_name;
+    }
+  }
+  ::freeifaddrs(list);
+  return name;
+}
+
 std::optional<std::string> interface_ipv4(const std::string& ifname, int rank) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) {

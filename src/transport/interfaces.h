@@ -41,6 +41,9 @@ ListenAddress choose_listen_address(const Config& cfg);
 std::optional<std::string> interface_ipv4(const std::string& ifname,
                                           int rank = -1);
 
+// The name of the local interface holding IPv4 address host ("" if none).
+std::string interface_of_ipv4(const std::string& host);
+
 // True if s is a numeric IPv4 or IPv6 address.
 bool is_ip_literal(const std::string& s);
 

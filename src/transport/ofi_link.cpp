@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/failure.h"
+#include "transport/interfaces.h"
 #include "transport/ofi/ofi_fabric.h"
 
 namespace jaccl::detail {
@@ -441,6 +442,13 @@ std::shared_ptr<OfiNet> OfiNet::open(const Config& cfg) {
   o.rank = cfg.get_rank();
   o.provider = cfg.get_ofi_provider();
   o.domain = ofi_domain_for(cfg, o.rank);
+  // libfabric's tcp providers name their domains after interfaces and, left
+  // alone, take the first one (often not the one the job uses): follow the
+  // interface the control connections use (JACCL_IFNAME, else the route
+  // toward the coordinator, else loopback).
+  if (o.domain.empty() && o.provider.rfind("tcp", 0) == 0) {
+    o.domain = interface_of_ipv4(choose_listen_address(cfg).host);
+  }
   o.force_register = cfg.get_ofi_force_register();
   o.timeout = cfg.get_timeout();
   auto impl = std::make_unique<Impl>();

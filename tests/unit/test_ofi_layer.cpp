@@ -363,8 +363,14 @@ TEST_P(OfiNodes, ManyInFlightPushBackAsFalseAndAllArrive) {
   for (const auto& r : run.rs) {
     auto line = line_of(r.output, "EAGAIN ");
     // The provider's queue is bounded: posting without progress must end in
-    // `false` at some point, and every message still arrives, in order.
-    EXPECT_EQ(line.find("EAGAIN 0 "), std::string::npos) << run.all();
+    // `false` at some point, and every message still arrives, in order. The
+    // exception is shm without registration: its 1 KiB sends are injected
+    // straight into the peer's region, and when the peer drains it fast
+    // enough (a quiet machine) all 20000 fit; seen in about 1 run of 3.
+    const bool may_absorb = std::string(prov().name) == "shm" && !force();
+    if (!may_absorb) {
+      EXPECT_EQ(line.find("EAGAIN 0 "), std::string::npos) << run.all();
+    }
     EXPECT_NE(line.find("sent 20000, received 20000"), std::string::npos)
         << run.all();
   }
