@@ -70,6 +70,25 @@ struct Msg {
   }
 };
 
+// A FIFO of posted messages through Msg::next (intrusive: no allocation),
+// as every link keeps its sends and receives.
+struct MsgQueue {
+  Msg* head = nullptr;
+  Msg* tail = nullptr;
+  void push(Msg& m) {
+    m.next = nullptr;
+    (tail != nullptr ? tail->next : head) = &m;
+    tail = &m;
+  }
+  void pop() {
+    head = head->next;
+    if (head == nullptr) {
+      tail = nullptr;
+    }
+  }
+  bool empty() const { return head == nullptr; }
+};
+
 class WaitSet;
 
 // One wire to one peer.

@@ -48,23 +48,6 @@ Priv& priv(Msg& m) {
   return *std::launder(reinterpret_cast<Priv*>(m.priv));
 }
 
-struct Queue {
-  Msg* head = nullptr;
-  Msg* tail = nullptr;
-  void push(Msg& m) {
-    m.next = nullptr;
-    (tail != nullptr ? tail->next : head) = &m;
-    tail = &m;
-  }
-  void pop() {
-    head = head->next;
-    if (head == nullptr) {
-      tail = nullptr;
-    }
-  }
-  bool empty() const { return head == nullptr; }
-};
-
 class OfiLink final : public Link {
  public:
   // Tags name the group and the ordered pair, so messages of one pair never
@@ -162,8 +145,8 @@ class OfiLink final : public Link {
     const bool outstanding = s_owner_ != nullptr || r_owner_ != nullptr ||
                              any_open(fly_s_) || any_open(fly_r_) ||
                              payload_ != nullptr;
-    sends_ = Queue{};
-    recvs_ = Queue{};
+    sends_ = MsgQueue{};
+    recvs_ = MsgQueue{};
     fly_s_.clear();
     fly_r_.clear();
     s_owner_ = r_owner_ = gate_ = payload_ = nullptr;
@@ -366,7 +349,7 @@ class OfiLink final : public Link {
   uint64_t rtag_;
   int rank_;
   int peer_;
-  Queue sends_, recvs_;              // posted, not yet issued
+  MsgQueue sends_, recvs_;           // posted, not yet issued
   std::vector<Msg*> fly_s_, fly_r_;  // issued, not yet done
   std::vector<char> s_stage_, r_stage_;
   ofi::Request s_req_, r_req_;  // the staging messages

@@ -23,24 +23,6 @@ bool is_peer_lost(int err) {
          err == ENOTCONN;
 }
 
-// A FIFO of posted messages (intrusive, no allocation).
-struct Queue {
-  Msg* head = nullptr;
-  Msg* tail = nullptr;
-  void push(Msg& m) {
-    m.next = nullptr;
-    (tail != nullptr ? tail->next : head) = &m;
-    tail = &m;
-  }
-  void pop() {
-    head = head->next;
-    if (head == nullptr) {
-      tail = nullptr;
-    }
-  }
-  bool empty() const { return head == nullptr; }
-};
-
 class TcpLink final : public Link {
  public:
   TcpLink(Fd fd, int rank, int peer)
@@ -84,12 +66,12 @@ class TcpLink final : public Link {
   }
 
   void clear() override {
-    sends_ = Queue{};
-    recvs_ = Queue{};
+    sends_ = MsgQueue{};
+    recvs_ = MsgQueue{};
   }
 
  private:
-  static void post(Queue& q, Msg& m) {
+  static void post(MsgQueue& q, Msg& m) {
     if (m.hdr == nullptr && m.len == 0) {
       m.done = true;  // nothing to move
       return;
@@ -99,7 +81,7 @@ class TcpLink final : public Link {
 
   // One sendmsg/recvmsg over the queue's head messages; pops what is done.
   // Returns whether bytes moved.
-  bool pump(Queue& q, bool is_send, const char* op) {
+  bool pump(MsgQueue& q, bool is_send, const char* op) {
     bool moved = false;
     while (!q.empty()) {
       iovec iov[kMaxIov];
@@ -149,7 +131,7 @@ class TcpLink final : public Link {
     return moved;
   }
 
-  static void account(Queue& q, size_t n, bool is_send) {
+  static void account(MsgQueue& q, size_t n, bool is_send) {
     while (!q.empty()) {
       Msg& m = *q.head;
       if (m.hdr != nullptr && m.hdr_done < kMsgHeaderBytes) {
@@ -183,8 +165,8 @@ class TcpLink final : public Link {
   Fd fd_;
   int rank_;
   int peer_;
-  Queue sends_;
-  Queue recvs_;
+  MsgQueue sends_;
+  MsgQueue recvs_;
 };
 
 }  // namespace
