@@ -6,6 +6,7 @@
 #include <climits>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "common/net.h"
@@ -16,6 +17,22 @@ namespace jaccl::detail {
 namespace {
 
 constexpr int kCardVersion = 1;
+
+// nlohmann's get<int> converts a float or an out-of-range integer with a C++
+// cast, which is undefined for 2e19 (the fuzzer found it); read integers
+// only when they are integers that fit.
+int int_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= INT_MAX) {
+    return static_cast<int>(v.get<uint64_t>());
+  }
+  if (v.is_number_integer() && !v.is_number_unsigned() &&
+      v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX) {
+    return static_cast<int>(v.get<int64_t>());
+  }
+  throw std::invalid_argument(std::string("\"") + key + "\" is " + v.dump() +
+                              ", not an integer in int's range");
+}
 
 std::string read_first_line(const char* path) {
   std::ifstream f(path);
@@ -89,27 +106,29 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
     if (!j.is_object()) {
       return bad("not a JSON object");
     }
-    if (j.at("v").get<int>() != kCardVersion) {
+    if (int_field(j, "v") != kCardVersion) {
       return bad("card version " + j.at("v").dump() + ", expected " +
                  std::to_string(kCardVersion));
     }
-    c.rank = j.at("rank").get<int>();
+    c.rank = int_field(j, "rank");
     c.addresses = j.at("addrs").get<std::vector<std::string>>();
-    int port = j.at("port").get<int>();
+    int port = int_field(j, "port");
     if (port < 0 || port > 65535) {
       return bad("port " + std::to_string(port) + " out of range");
     }
     c.port = static_cast<uint16_t>(port);
-    c.wires = j.at("wires").get<int>();
+    c.wires = int_field(j, "wires");
     c.hostname = j.at("host").get<std::string>();
     c.boot_id = j.at("boot").get<std::string>();
     c.ipc_ns = j.at("ipc_ns").get<std::string>();
     c.net_ns = j.at("net_ns").get<std::string>();
-    c.pid = j.at("pid").get<int>();
+    c.pid = int_field(j, "pid");
     if (j.contains("ofi")) {
       c.ofi = j.at("ofi").get<std::vector<std::string>>();
     }
   } catch (const nlohmann::json::exception& e) {
+    return bad(e.what());
+  } catch (const std::invalid_argument& e) {
     return bad(e.what());
   }
   if (c.rank != from) {

@@ -281,6 +281,17 @@ TEST(TcpCard, RoundTripAndValidation) {
             std::string::npos);
   EXPECT_NE(bad(encode_card(c), 4).find("claims to be rank 3"),
             std::string::npos);
+  // Numbers that are not ints must be refused, not cast: 2e19 was undefined
+  // behaviour (the fuzzer found it) and 2^32+3 would have wrapped to rank 3.
+  for (const char* v : {"2e19", "3.5", "4294967299", "-1e300"}) {
+    std::string card = encode_card(c);
+    size_t at = card.find("\"rank\":3");
+    ASSERT_NE(at, std::string::npos) << card;
+    card.replace(at, 8, std::string("\"rank\":") + v);
+    EXPECT_NE(bad(card, 3).find("not an integer in int's range"),
+              std::string::npos)
+        << v << ": " << bad(card, 3);
+  }
   c.addresses = {"not-an-ip"};
   EXPECT_NE(bad(encode_card(c), 3).find("not a numeric IP"), std::string::npos);
 }

@@ -159,8 +159,10 @@ HostPlan parse_json(const std::string& text, const std::string& path) {
       }
     }
     if (h.contains("slots")) {
-      if (!h["slots"].is_number_integer() || h["slots"].get<int>() < 1) {
-        throw HostsError(where + ": \"slots\" must be a positive integer");
+      if (!h["slots"].is_number_integer() || h["slots"].get<int64_t>() < 1 ||
+          h["slots"].get<int64_t>() > 1 << 20) {
+        throw HostsError(where +
+                         ": \"slots\" must be an integer in 1..1048576");
       }
       host.slots = h["slots"].get<int>();
     }
