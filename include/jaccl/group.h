@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 
 #include "jaccl/types.h"
 
@@ -46,6 +47,21 @@ class Group {
 
   // Short description of the group's data plane and algorithm, for logs.
   virtual const char* backend_name() const = 0;
+
+  // input holds size() blocks of n_bytes, block j goes to rank j; output
+  // holds size() blocks, block i from rank i. Input and output must not
+  // overlap (input == output is a UsageError).
+  virtual void all_to_all(const void* input, void* output, size_t n_bytes) = 0;
+  // Variable sizes (MoE routing): input packs size() blocks back to back,
+  // block j (send_counts[j] bytes) to rank j; output packs the blocks
+  // received, block i (recv_counts[i] bytes) from rank i. Both spans have
+  // size() entries (else UsageError); input and output must not overlap.
+  // Counts are checked across ranks before any data moves: rank a expecting
+  // x bytes from rank b while b sends y != x is a ProtocolError naming both
+  // ranks and both counts, on every rank.
+  virtual void all_to_allv(const void* input,
+                           std::span<const size_t> send_counts, void* output,
+                           std::span<const size_t> recv_counts) = 0;
 };
 
 }  // namespace jaccl

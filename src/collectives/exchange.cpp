@@ -45,6 +45,10 @@ const char* op_kind_name(OpKind kind) {
       return "barrier";
     case OpKind::Broadcast:
       return "broadcast";
+    case OpKind::AllToAll:
+      return "all_to_all";
+    case OpKind::AllToAllv:
+      return "all_to_allv";
   }
   return "unknown op";
 }

@@ -25,6 +25,8 @@ enum class OpKind : uint8_t {
   SendRecv,
   Barrier,
   Broadcast,
+  AllToAll,
+  AllToAllv,
 };
 const char* op_kind_name(OpKind kind);
 

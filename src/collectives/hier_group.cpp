@@ -111,6 +111,10 @@ void HierGroup::all_min(const void* in, void* out, size_t n, int dtype) {
 
 void HierGroup::all_gather(const void* in, void* out, size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
+  gather_locked(in, out, n);
+}
+
+void HierGroup::gather_locked(const void* in, void* out, size_t n) {
   state_->throw_if_failed();
   const size_t total = n * static_cast<size_t>(size());
   check_buffers(rank_, "all_gather", in, n, out, total);

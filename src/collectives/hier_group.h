@@ -54,8 +54,20 @@ class HierGroup : public Group {
   void barrier() override;
   void broadcast(void* buf, size_t n, int root) override;
   const char* backend_name() const override { return name_.c_str(); }
+  // hier_all_to_all.cpp: same-host pairs through the host's shared-memory
+  // group, leader pairs over the leaders' group, the other cross-host pairs
+  // over the send/recv group, one phase after the other.
+  void all_to_all(const void* in, void* out, size_t n) override;
+  void all_to_allv(const void* in, std::span<const size_t> send_counts,
+                   void* out, std::span<const size_t> recv_counts) override;
 
  private:
+  // all_gather's body; the caller holds mu_.
+  void gather_locked(const void* in, void* out, size_t n);
+  // The three phases of all_to_all(v): counts and offsets by job rank.
+  void a2a_phases(bool fixed, uint64_t header_bytes, const char* in,
+                  const size_t* send, const size_t* soff, char* out,
+                  const size_t* recv, const size_t* roff);
   void all_reduce(ReduceOp op, const char* name, const void* in, void* out,
                   size_t n, int dtype);
   static void reduce_on(Group& g, ReduceOp op, const void* in, void* out,
@@ -73,6 +85,8 @@ class HierGroup : public Group {
   std::string name_;
   std::mutex mu_;  // one collective at a time
   std::vector<char> tmp_, tmp2_;
+  std::vector<uint64_t> counts_;  // all_to_allv's counts matrix
+  std::vector<size_t> a2a_scratch_;
 };
 
 }  // namespace jaccl::detail

@@ -1,11 +1,13 @@
 // Copyright 2026 the jaccl authors.
 #include "collectives/net_group.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 
+#include "collectives/all_to_all.h"
 #include "collectives/exchange.h"
 #include "collectives/mesh.h"
 #include "collectives/op_checks.h"
@@ -51,6 +53,7 @@ class NetGroup final : public Group {
       for (const auto& link : net_.links[p]) {
         links_.wires[p].push_back(link.get());
       }
+      streams_ = std::max(streams_, links_.wires[p].size());
     }
     if (n > 1 && !p2p_only_) {
       ring_ = std::make_unique<RingEngine>(links_);
@@ -189,6 +192,87 @@ class NetGroup final : public Group {
     guarded([&] { mesh::broadcast(links_, ctx, buf, n, root); });
   }
 
+  void all_to_all(const void* in, void* out, size_t n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    net_.state->throw_if_failed();
+    const size_t total = n * static_cast<size_t>(links_.size);
+    a2a::check_buffers(who(links_.rank), "all_to_all", in, total, out, total);
+    if (n == 0) {
+      return;
+    }
+    if (links_.size == 1) {
+      std::memcpy(out, in, n);
+      return;
+    }
+    OpContext ctx = make_ctx(OpKind::AllToAll, -1, n, false);
+    ctx.desc.streams = static_cast<uint8_t>(streams_);
+    guarded([&] {
+      a2a::all_to_all(links_, ctx, static_cast<const char*>(in),
+                      static_cast<char*>(out), n);
+    });
+  }
+
+  void all_to_allv(const void* in, std::span<const size_t> send, void* out,
+                   std::span<const size_t> recv) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    net_.state->throw_if_failed();
+    const int n = links_.size;
+    const int r = links_.rank;
+    a2a::check_v_args(who(r), n, in, send, out, recv);
+    // The counts matrix: every rank's row, gathered over the mesh.
+    const size_t row = 2 * static_cast<size_t>(n);
+    counts_.resize(row * static_cast<size_t>(n));
+    uint64_t* mine = counts_.data() + static_cast<size_t>(r) * row;
+    a2a::fill_row(send, recv, mine);
+    OpContext ctx =
+        make_ctx(OpKind::AllToAllv, -1, row * sizeof(uint64_t), false);
+    if (n > 1) {
+      guarded([&] {
+        mesh::all_gather(links_, ctx, mine, counts_.data(),
+                         row * sizeof(uint64_t));
+      });
+    }
+    const a2a::Counts c{counts_.data(), n};
+    a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
+    const char* src = static_cast<const char*>(in);
+    char* dst = static_cast<char*>(out);
+    a2a::offsets_of(send, soff_);
+    a2a::offsets_of(recv, roff_);
+    const auto ur = static_cast<size_t>(r);
+    if (send[ur] != 0) {
+      std::memcpy(dst + roff_[ur], src + soff_[ur], send[ur]);
+    }
+    if (n == 1) {
+      return;
+    }
+    // Headers carry the job's total (the same on every rank).
+    ctx.desc.n_bytes = c.total();
+    ctx.desc.streams = static_cast<uint8_t>(streams_);
+    blocks_.clear();
+    for (int k = 1; k < n; ++k) {
+      const auto to = static_cast<size_t>(a2a::send_peer(r, n, k));
+      const auto from = static_cast<size_t>(a2a::recv_peer(r, n, k));
+      blocks_.push_back(
+          {static_cast<int>(to), src + soff_[to], send[to], nullptr, 0});
+      blocks_.push_back(
+          {static_cast<int>(from), nullptr, 0, dst + roff_[from], recv[from]});
+    }
+    guarded([&] { a2a::exchange(links_, ctx, blocks_); });
+  }
+
+  // The hierarchical group's cross-host pairs (net_exchange).
+  void exchange(OpKind kind, uint64_t n_bytes,
+                std::span<const a2a::Block> blocks) {
+    std::lock_guard<std::mutex> lock(mu_);
+    net_.state->throw_if_failed();
+    for (const a2a::Block& b : blocks) {
+      check_peer(op_kind_name(kind), b.peer, "peer");
+    }
+    OpContext ctx = make_ctx(kind, -1, n_bytes, false, /*internal=*/true);
+    ctx.desc.streams = static_cast<uint8_t>(streams_);
+    guarded([&] { a2a::exchange(links_, ctx, blocks); });
+  }
+
  private:
   void all_reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
                   int dtype) {
@@ -216,8 +300,9 @@ class NetGroup final : public Group {
     });
   }
 
-  OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring) const {
-    if (p2p_only_ && kind != OpKind::SendRecv) {
+  OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring,
+                     bool internal = false) const {
+    if (p2p_only_ && kind != OpKind::SendRecv && !internal) {
       raise(ErrorKind::Internal,
             std::string(op_kind_name(kind)) + " on a send/recv-only group",
             {.rank = who(links_.rank)});
@@ -286,10 +371,24 @@ class NetGroup final : public Group {
   std::mutex mu_;
   Links links_;
   std::vector<char> tmp_;
+  size_t streams_ = 1;            // wires per pair (all_to_all headers)
+  std::vector<uint64_t> counts_;  // all_to_allv's counts matrix
+  std::vector<size_t> soff_, roff_;
+  std::vector<a2a::Block> blocks_;
   std::unique_ptr<RingEngine> ring_;  // last: its threads stop first
 };
 
 }  // namespace
+
+void net_exchange(Group& g, OpKind kind, uint64_t n_bytes,
+                  std::span<const a2a::Block> blocks) {
+  auto* net = dynamic_cast<NetGroup*>(&g);
+  if (net == nullptr) {
+    raise(ErrorKind::Internal,
+          std::string("net_exchange on a ") + g.backend_name() + " group");
+  }
+  net->exchange(kind, n_bytes, blocks);
+}
 
 std::shared_ptr<Group> make_net_group(const Config& cfg, Network net,
                                       bool p2p_only) {

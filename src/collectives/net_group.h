@@ -4,7 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
+
+#include "collectives/all_to_all.h"
+#include "collectives/exchange.h"
 
 #include "jaccl/jaccl.h"
 #include "transport/endpoint.h"
@@ -54,5 +59,13 @@ constexpr size_t mesh_max_bytes(int size) {
 // backend_name() is "<net.transport>-mesh" / "-ring" ("tcp-mesh").
 std::shared_ptr<Group> make_net_group(const Config& cfg, Network net,
                                       bool p2p_only = false);
+
+// An exchange with some of a network group's peers at once (a2a::exchange;
+// blocks name member indices), under one op deadline, with op headers of
+// `kind` carrying n_bytes: the hierarchical group's cross-host all_to_all
+// pairs over its send/recv-only group. Every pair must list each other.
+// g must come from make_net_group.
+void net_exchange(Group& g, OpKind kind, uint64_t n_bytes,
+                  std::span<const a2a::Block> blocks);
 
 }  // namespace jaccl::detail

@@ -119,6 +119,10 @@ const char* ShmGroup::op_text(uint32_t op) {
       return "barrier";
     case kBroadcast:
       return "broadcast";
+    case kAllToAll:
+      return "all_to_all";
+    case kAllToAllv:
+      return "all_to_allv";
   }
   return "unknown op";
 }

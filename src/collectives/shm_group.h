@@ -44,6 +44,12 @@ class ShmGroup : public Group {
   void barrier() override;
   void broadcast(void* buf, size_t n, int root) override;
   const char* backend_name() const override { return "shm"; }
+  // shm_all_to_all.cpp: every rank stages its blocks, then copies its own
+  // block out of every peer's staging slot (chunked when the blocks do not
+  // fit a slot).
+  void all_to_all(const void* in, void* out, size_t n) override;
+  void all_to_allv(const void* in, std::span<const size_t> send_counts,
+                   void* out, std::span<const size_t> recv_counts) override;
 
   // Writes a fresh header into a newly created segment. strategy: how large
   // ops copy out on every rank of the host (JACCL_SHM_STRATEGY; Auto
@@ -65,7 +71,9 @@ class ShmGroup : public Group {
     kAllGather,
     kSumScatter,
     kBarrier,
-    kBroadcast
+    kBroadcast,
+    kAllToAll,
+    kAllToAllv
   };
   static const char* op_text(uint32_t op);
 
@@ -80,6 +88,12 @@ class ShmGroup : public Group {
   template <class F>
   void guarded(const char* what, F&& body);
   void check_alive(const Deadline& dl, const char* waiting_for);
+  // The data rounds of all_to_all(v): block j of this rank (send[j] bytes
+  // at in + soff[j]) to rank j, block i from rank i (recv[i] bytes at out +
+  // roff[i]), `largest` the job's largest block, `total` the tuner's size.
+  void a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
+                  const size_t* soff, char* out, const size_t* recv,
+                  const size_t* roff, uint64_t largest, size_t total);
   template <class Ready, class Check>
   void wait(Ready ready, Check check) {
     wait_until(wake(), ready, check, oversubscribed_);
@@ -130,6 +144,8 @@ class ShmGroup : public Group {
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
+  std::vector<uint64_t> counts_;     // all_to_allv's counts matrix
+  std::vector<size_t> a2a_scratch_;  // all_to_all(v)'s counts and offsets
   // The first guess at whether an op whose ranks each touch `bytes` of
   // their own buffers should write its output with non-temporal stores:
   // when all ranks' buffers together overflow the last-level cache. Only

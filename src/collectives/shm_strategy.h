@@ -84,7 +84,13 @@ inline ShmWay shm_way(ShmStrategy s) {
 
 class ShmTuner {
  public:
-  enum Kind { kReduce = 0, kGather = 1, kBroadcast = 2, kKinds = 3 };
+  enum Kind {
+    kReduce = 0,
+    kGather = 1,
+    kBroadcast = 2,
+    kAllToAll = 3,
+    kKinds = 4
+  };
 
   // forced: Auto to measure, else the strategy every op uses.
   explicit ShmTuner(ShmStrategy forced = ShmStrategy::Auto) : forced_(forced) {}

@@ -1,0 +1,85 @@
+// Copyright 2026 the jaccl authors.
+// all_to_all and all_to_allv: the argument checks and the counts check
+// every group shares, and the direct exchange over a network group's links
+// (every block to and from every peer posted at once, large blocks split
+// over all of the pair's wires, bounded by the op deadline).
+//
+// all_to_allv gathers every rank's send and receive counts first (one small
+// all-gather) and checks the whole matrix on every rank, so a mismatch is
+// found on every rank at the same point, before any data moves: every rank
+// throws the same ProtocolError and the group stays usable (nothing is out
+// of step).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "collectives/all_to_all_math.h"
+
+namespace jaccl::detail {
+struct Links;      // exchange.h (not included: the shared-memory group's
+struct OpContext;  // OpDesc is another type of the same name)
+}  // namespace jaccl::detail
+
+namespace jaccl::detail::a2a {
+
+// Blocks of at least this many bytes per wire go over several wires.
+inline constexpr size_t kSplitBytes = 256 * 1024;
+
+// Usage checks (thrown before any byte moves, naming `rank`, a job rank):
+// null buffers for non-empty data; input and output overlapping.
+void check_buffers(int rank, const char* op, const void* in, size_t n_in,
+                   const void* out, size_t n_out);
+
+// What an all_to_allv's arguments add up to.
+struct Totals {
+  size_t send = 0;
+  size_t recv = 0;
+};
+// Usage checks of all_to_allv: spans of `size` entries whose sums fit, then
+// check_buffers.
+Totals check_v_args(int rank, int size, const void* in,
+                    std::span<const size_t> send, const void* out,
+                    std::span<const size_t> recv);
+
+// This rank's row of the counts matrix (Counts in all_to_all_math.h):
+// 2 * size entries.
+void fill_row(std::span<const size_t> send, std::span<const size_t> recv,
+              uint64_t* row);
+
+// Throws the ProtocolError for the matrix's first mismatch, if it has one:
+// "all_to_allv: rank 2 expects 12 bytes from rank 3, but rank 3 sends 16
+// bytes to rank 2". who maps members to job ranks; rank is this rank's job
+// rank.
+void check_matrix(const Counts& c, int rank,
+                  const std::function<int(int)>& who);
+
+// Byte offsets of packed blocks: out[i] = counts[0] + ... + counts[i-1].
+void offsets_of(std::span<const size_t> counts, std::vector<size_t>& out);
+
+// One peer's share of a network exchange (member index of the group).
+struct Block {
+  int peer = -1;
+  const char* send = nullptr;
+  size_t send_bytes = 0;
+  char* recv = nullptr;
+  size_t recv_bytes = 0;
+};
+
+// Posts every block's send and receive at once and runs them to
+// completion under ctx's deadline, checking each header against ctx.desc.
+// Empty sends and receives are skipped (both sides of a pair know the
+// size); a block of at least 2 * kSplitBytes goes over up to all of the
+// pair's wires (a2a::wires_for). ctx.desc.streams should hold the group's
+// wire count (checked in headers).
+void exchange(Links& l, const OpContext& ctx, std::span<const Block> blocks);
+
+// The fixed-size all_to_all over links (size >= 2, n > 0; the caller has
+// checked the arguments): own block copied, the others exchanged.
+void all_to_all(Links& l, const OpContext& ctx, const char* in, char* out,
+                size_t n);
+
+}  // namespace jaccl::detail::a2a

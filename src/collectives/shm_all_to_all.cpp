@@ -1,0 +1,164 @@
+// Copyright 2026 the jaccl authors.
+// all_to_all and all_to_allv of the shared-memory group. Each round, every
+// rank stages a window of each block it sends (block j in window j of its
+// slot), syncs once, and copies window `rank` out of every peer's slot into
+// its output: two copies per byte, one sync per round, no rank waits on a
+// pair. A rank's own block goes straight from input to output. The windows
+// are a slot's share per rank, so blocks larger than that take several
+// rounds (double-buffered slots: staging round k + 1 overlaps the peers'
+// copy-out of round k). Large ops pick cached or streaming stores as the
+// other large ops do (shm_strategy.h, kind kAllToAll).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "collectives/all_to_all.h"
+#include "collectives/shm_copy.h"
+#include "collectives/shm_group.h"
+#include "common/error.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached stores
+
+inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
+  if (stream)
+    stream_copy(dst, src, n);
+  else
+    cached_copy(dst, src, n);
+}
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+// Runs body; a failure other than a usage error becomes the group's
+// failure (the first one wins), as in ShmGroup::guarded.
+template <class F>
+void poisoning(FailureState& st, int rank, const char* what, F&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Usage) {
+      st.fail(std::current_exception());
+      st.throw_if_failed();
+    }
+    throw;
+  } catch (...) {
+    st.fail(std::current_exception());
+    rethrow_as_error(st.error(), ErrorKind::Internal, what, {.rank = rank});
+  }
+}
+
+}  // namespace
+
+void ShmGroup::a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
+                          const size_t* soff, char* out, const size_t* recv,
+                          const size_t* roff, uint64_t largest, size_t total) {
+  const auto P = static_cast<size_t>(size_);
+  const auto r = static_cast<size_t>(rank_);
+  if (send[r] != 0)
+    cached_copy(out + roff[r], in + soff[r], send[r]);
+  size_t window = std::max<size_t>(layout_.slot_bytes / P, 1);
+  if (window >= 64)
+    window = window / 64 * 64;
+  const size_t rounds = a2a::rounds(largest, window);
+  const bool large = total > kTunedBytes;
+  const ShmWay way =
+      large ? tuner_.begin(ShmTuner::kAllToAll, total,
+                           streaming(2 * total / P) ? ShmStrategy::Stream
+                                                    : ShmStrategy::Cached)
+            : ShmWay{};
+  const uint64_t t0 = now_ns();
+  for (size_t k = 0; k < rounds; ++k) {
+    char* mine = slot(rank_, step_ + 1);
+    for (size_t q = 0; q < P; ++q) {
+      const a2a::Part p = a2a::round_part(send[q], window, k);
+      if (q != r && p.len != 0)
+        copy_with(mine + q * window, in + soff[q] + p.off, p.len,
+                  way.stream_stage);
+    }
+    step(d);
+    for (size_t i = 1; i < P; ++i) {
+      const size_t q = (r + i) % P;  // spread the readers over the slots
+      const a2a::Part p = a2a::round_part(recv[q], window, k);
+      if (p.len != 0)
+        copy_with(out + roff[q] + p.off,
+                  slot(static_cast<int>(q), step_) + r * window, p.len,
+                  way.stream_out);
+    }
+  }
+  if (large)
+    tuner_.finish(now_ns() - t0);
+}
+
+void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
+  const auto P = static_cast<size_t>(size_);
+  a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->throw_if_failed();
+  deadline_ = Deadline::after(op_timeout_);
+  a2a_scratch_.resize(2 * P);
+  size_t* counts = a2a_scratch_.data();
+  size_t* offs = counts + P;
+  for (size_t q = 0; q < P; ++q) {
+    counts[q] = n;
+    offs[q] = q * n;
+  }
+  poisoning(*state_, who(rank_), "all_to_all", [&] {
+    a2a_rounds(OpDesc{kAllToAll, -1, n, 0, 0, 0}, static_cast<const char*>(in),
+               counts, offs, static_cast<char*>(out), counts, offs, n, n * P);
+  });
+}
+
+void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
+                           void* out, std::span<const size_t> recv) {
+  const auto P = static_cast<size_t>(size_);
+  a2a::check_v_args(who(rank_), size_, in, send, out, recv);
+  std::lock_guard<std::mutex> lock(mu_);
+  state_->throw_if_failed();
+  deadline_ = Deadline::after(op_timeout_);
+  const size_t row = 2 * P;
+  if (row * sizeof(uint64_t) > layout_.slot_bytes) {
+    raise(ErrorKind::Internal,
+          "all_to_allv: the counts of " + std::to_string(P) +
+              " ranks do not fit a staging slot",
+          {.rank = who(rank_)});
+  }
+  counts_.resize(row * P);
+  // The counts matrix: every rank stages its row, one sync, all read all.
+  poisoning(*state_, who(rank_), "all_to_allv", [&] {
+    a2a::fill_row(send, recv,
+                  reinterpret_cast<uint64_t*>(slot(rank_, step_ + 1)));
+    step(OpDesc{kAllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
+    for (size_t q = 0; q < P; ++q) {
+      std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), step_),
+                  row * sizeof(uint64_t));
+    }
+  });
+  const a2a::Counts c{counts_.data(), size_};
+  a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
+  a2a_scratch_.resize(2 * P);
+  size_t* soff = a2a_scratch_.data();
+  size_t* roff = soff + P;
+  for (size_t q = 0, s = 0, t = 0; q < P; ++q) {
+    soff[q] = s;
+    roff[q] = t;
+    s += send[q];
+    t += recv[q];
+  }
+  const uint64_t total = c.total();
+  poisoning(*state_, who(rank_), "all_to_allv", [&] {
+    a2a_rounds(OpDesc{kAllToAllv, -1, total, 0, 0, 0},
+               static_cast<const char*>(in), send.data(), soff,
+               static_cast<char*>(out), recv.data(), roff, c.largest(),
+               static_cast<size_t>(total));
+  });
+}
+
+}  // namespace jaccl::detail
