@@ -8,7 +8,10 @@
 // {out of place, in place} for all_sum/max/min, all_gather, sum_scatter;
 // float specials; sizes around the mesh/ring switch; unaligned buffers;
 // 4 MiB + 3 for a few dtypes; broadcast from 3 roots; send/recv in a ring and
-// between every ordered pair; barrier) at N in {1, 2, 3, 4, 8}; a reduced one
+// between every ordered pair; barrier; all_to_all and all_to_allv with block
+// sizes of every element size class, empty and odd blocks, one large skewed
+// block, unaligned buffers, usage errors and mismatched counts) at N in
+// {1, 2, 3, 4, 8}; a reduced one
 // for the extra N=8 variant; 64 MiB float32 all_sum once per transport. The
 // shm runs at N in {1, 2, 3, 4, 8} go once per JACCL_SHM_STRATEGY, and each
 // rank's results must be bit-identical across the strategies.

@@ -5,6 +5,8 @@
 // library's reduction kernels (small integer-valued inputs make float sums
 // exact, so every reduction order gives the same bits).
 //
+// all_to_all and all_to_allv: conformance_a2a.h.
+//
 // Environment: JACCL_* (Config::from_env); CONF_MATRIX = full | reduced | big;
 // CONF_DIR a directory shared by the ranks (barrier check); TEST_SIDE_DIR, if
 // set, bootstraps through a shared-directory all-gather factory instead of
@@ -537,6 +539,12 @@ void check_agreement(Ctx& c, int dtype, size_t count) {
   }
 }
 
+}  // namespace
+
+#include "conformance_a2a.h"  // uses the helpers above
+
+namespace {
+
 constexpr int kAllDtypes[] = {jaccl::Bool,    jaccl::Int8,     jaccl::Int16,
                               jaccl::Int32,   jaccl::Int64,    jaccl::UInt8,
                               jaccl::UInt16,  jaccl::UInt32,   jaccl::UInt64,
@@ -606,6 +614,7 @@ void run_matrix(Ctx& c, bool full) {
     check_pairs(c, n);
   }
   check_barrier(c, 3);
+  run_all_to_all(c, full);
 }
 
 // 64 MiB of float32 (plus a few elements), out of place and in place.
