@@ -9,13 +9,15 @@
 // (MPI_FLOAT, MPI_SUM), all_gather = MPI_Allgather (the reported size is the
 // whole output), sum_scatter = MPI_Reduce_scatter_block (the reported size is
 // the whole input), broadcast = MPI_Bcast from rank 0, sendrecv = ping-pong
-// between ranks (0,1), (2,3)... reported as the one-way time.
+// between ranks (0,1), (2,3)... reported as the one-way time, all_to_all =
+// MPI_Alltoall (the reported size is the whole input = the whole output).
 //
 // Per size: buffers allocated and touched once, warm-up iterations, an
 // optional correctness check, MPI_Barrier, then the timed iterations
 // back-to-back; every rank's average is gathered and min/avg/max across ranks
 // reported with algbw = bytes / avg time and busbw as nccl-tests defines it
-// (all_sum: algbw * 2(n-1)/n; all_gather, sum_scatter: algbw * (n-1)/n;
+// (all_sum: algbw * 2(n-1)/n; all_gather, sum_scatter, all_to_all: algbw *
+// (n-1)/n;
 // broadcast, sendrecv: algbw). One JSON object per size on rank 0's stdout.
 #include <mpi.h>
 
@@ -42,9 +44,9 @@ struct Options : bench::SweepArgs {
 Options parse(int argc, char** argv) {
   Options o;
   CLI::App app{"mpi_bench: Open MPI collectives timed like jaccl-bench"};
-  bench::add_sweep_options(
-      app, o,
-      {"all_sum", "all_gather", "sum_scatter", "broadcast", "sendrecv"});
+  bench::add_sweep_options(app, o,
+                           {"all_sum", "all_gather", "sum_scatter", "broadcast",
+                            "sendrecv", "all_to_all"});
   app.add_flag("--first", o.first,
                "time start-up + one MPI_Allgather, then exit");
   app.add_option("--label", o.label, "library label in the JSON");
@@ -75,6 +77,8 @@ Shape shape(const std::string& op, size_t count, int n) {
     return {count / n, count / n * n, (nn - 1) / nn};
   if (op == "sum_scatter")
     return {count / n * n, count / n, (nn - 1) / nn};
+  if (op == "all_to_all")
+    return {count / n * n, count / n * n, (nn - 1) / nn};
   return {count, count, 1};  // broadcast, sendrecv
 }
 
@@ -90,6 +94,10 @@ void run_op(const std::string& op, std::vector<float>& in,
     MPI_Reduce_scatter_block(in.data(), out.data(),
                              static_cast<int>(out.size()), MPI_FLOAT, MPI_SUM,
                              MPI_COMM_WORLD);
+  } else if (op == "all_to_all") {
+    const int per = static_cast<int>(in.size()) / n;
+    MPI_Alltoall(in.data(), per, MPI_FLOAT, out.data(), per, MPI_FLOAT,
+                 MPI_COMM_WORLD);
   } else if (op == "broadcast") {
     MPI_Bcast(out.data(), static_cast<int>(out.size()), MPI_FLOAT, 0,
               MPI_COMM_WORLD);
@@ -129,7 +137,11 @@ size_t verify(const std::string& op, const std::vector<float>& out, int rank,
       expect = static_cast<double>((i / in_count + i % in_count) % 3);
     else if (op == "broadcast")
       expect = static_cast<double>(i % 3);
-    else if (op == "sendrecv") {
+    else if (op == "all_to_all") {  // block q: block `rank` of q's input
+      const size_t per = out.size() / static_cast<size_t>(n);
+      expect = static_cast<double>(
+          (i / per + static_cast<size_t>(rank) * per + i % per) % 3);
+    } else if (op == "sendrecv") {
       int peer = rank ^ 1;
       if (peer >= n)
         return 0;
@@ -168,7 +180,7 @@ int main(int argc, char** argv) {
   for (double s = static_cast<double>(std::max<size_t>(o.min_bytes, 4));
        s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor) {
     size_t b = static_cast<size_t>(s) / 4 * 4;
-    if (o.op == "all_gather" || o.op == "sum_scatter")
+    if (o.op == "all_gather" || o.op == "sum_scatter" || o.op == "all_to_all")
       b = static_cast<size_t>(s) / (4 * static_cast<size_t>(n)) * 4 *
           static_cast<size_t>(n);
     if (b > 0 && (sizes.empty() || sizes.back() != b))

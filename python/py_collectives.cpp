@@ -315,6 +315,85 @@ py::array broadcast(const py::object& x, int root, const py::object& group) {
   return out;
 }
 
+// Bytes of one row along axis 0 (the product of the other axes).
+size_t row_bytes(const py::array& a) {
+  size_t b = static_cast<size_t>(a.itemsize());
+  for (py::ssize_t d = 1; d < a.ndim(); ++d) {
+    b *= static_cast<size_t>(a.shape(d));
+  }
+  return b;
+}
+
+py::array all_to_all(const py::object& x, const py::object& group) {
+  auto g = resolve_group(group);
+  py::array in = as_array(x, "all_to_all");
+  jaccl_dtype(in.dtype(), py::none(), "all_to_all");
+  auto shape = shape_of(in);
+  if (shape.empty() || shape[0] % g->size() != 0) {
+    usage("all_to_all: the input's first axis (" +
+          (shape.empty() ? std::string("none: a 0-d array")
+                         : std::to_string(shape[0])) +
+          ") must be divisible by the group size " + std::to_string(g->size()));
+  }
+  py::array out(in.dtype(), shape);
+  const size_t n = nbytes(in) / static_cast<size_t>(g->size());
+  if (n == 0) {
+    return out;
+  }
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) { grp.all_to_all(src, dst, n); });
+  return out;
+}
+
+// Split sizes along axis 0 (rows), as byte counts; `rows` their sum.
+std::vector<size_t> byte_counts(const std::vector<py::ssize_t>& split,
+                                size_t row, int size, const char* what,
+                                py::ssize_t* rows) {
+  if (static_cast<int>(split.size()) != size) {
+    usage("all_to_allv: " + std::to_string(split.size()) + " " + what +
+          " for a group of size " + std::to_string(size) +
+          " (want one per rank)");
+  }
+  std::vector<size_t> out;
+  *rows = 0;
+  for (py::ssize_t c : split) {
+    if (c < 0) {
+      usage(std::string("all_to_allv: negative entry in ") + what);
+    }
+    *rows += c;
+    out.push_back(static_cast<size_t>(c) * row);
+  }
+  return out;
+}
+
+py::array all_to_allv(const py::object& x,
+                      const std::vector<py::ssize_t>& send_counts,
+                      const std::vector<py::ssize_t>& recv_counts,
+                      const py::object& group) {
+  auto g = resolve_group(group);
+  py::array in = as_array(x, "all_to_allv");
+  jaccl_dtype(in.dtype(), py::none(), "all_to_allv");
+  auto shape = shape_of(in);
+  if (shape.empty()) {
+    usage("all_to_allv: x must have at least one axis (got a 0-d array)");
+  }
+  const size_t row = row_bytes(in);
+  py::ssize_t sent = 0, got = 0;
+  auto send = byte_counts(send_counts, row, g->size(), "send_counts", &sent);
+  auto recv = byte_counts(recv_counts, row, g->size(), "recv_counts", &got);
+  if (sent != shape[0]) {
+    usage("all_to_allv: send_counts add up to " + std::to_string(sent) +
+          " rows but x has " + std::to_string(shape[0]));
+  }
+  shape[0] = got;
+  py::array out(in.dtype(), shape);
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) { grp.all_to_allv(src, send, dst, recv); });
+  return out;
+}
+
 }  // namespace
 
 void bind_collectives(py::module_& m) {
@@ -363,6 +442,16 @@ void bind_collectives(py::module_& m) {
         group,
         "Returns root's x on every rank (every rank passes an array of the "
         "same shape and dtype; only root's content is used).");
+  m.def("all_to_all", &all_to_all, py::arg("x"), py::kw_only(), group,
+        "x's axis 0 split in size() equal parts, part j sent to rank j; "
+        "returns an array like x whose part i came from rank i.");
+  m.def("all_to_allv", &all_to_allv, py::arg("x"), py::arg("send_counts"),
+        py::arg("recv_counts"), py::kw_only(), group,
+        "Variable all-to-all along axis 0 (torch's all_to_all_single with "
+        "split sizes): send_counts[j] rows of x (in order) go to rank j; "
+        "returns recv_counts[i] rows from each rank i, in rank order, shape "
+        "(sum(recv_counts),) + x.shape[1:]. The counts are checked across "
+        "ranks (ProtocolError naming the pair).");
 }
 
 }  // namespace jaccl::python

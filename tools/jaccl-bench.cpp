@@ -6,8 +6,8 @@
 // For each size: a barrier, warm-up iterations, then timed iterations; every
 // rank's average time is gathered and min/avg/max across ranks reported with
 // algbw = bytes / time and busbw as nccl-tests defines it (all_sum: algbw *
-// 2(n-1)/n; all_gather and sum_scatter: algbw * (n-1)/n over the whole
-// buffer; broadcast and send/recv: algbw).
+// 2(n-1)/n; all_gather, sum_scatter and all_to_all: algbw * (n-1)/n over
+// the whole buffer; broadcast and send/recv: algbw).
 #include <jaccl/jaccl.h>
 #include <CLI/CLI.hpp>
 
@@ -65,6 +65,8 @@ OpShape shape(const std::string& op, size_t size_bytes, int n) {
     size_t per = size_bytes / n;
     return {per * n, per, (nn - 1) / nn};
   }
+  if (op == "all_to_all")  // size() blocks in, size() blocks out
+    return {size_bytes, size_bytes, (nn - 1) / nn};
   if (op == "broadcast" || op == "sendrecv")
     return {size_bytes, size_bytes, 1};
   return {0, 0, 1};  // barrier
@@ -179,6 +181,15 @@ size_t verify(const std::string& op, const std::vector<char>& out, int dtype,
       wrong += value_at(out.data() + i * esz, dtype) !=
                static_cast<double>((r + j) % 3);
     }
+  } else if (op == "all_to_all") {
+    // Block q of the output is block `rank` of rank q's input.
+    size_t per = std::max<size_t>(in_bytes / n / esz, 1);
+    for (size_t i = 0; i < out.size() / esz; ++i) {
+      size_t q = i / per, j = i % per;
+      wrong +=
+          value_at(out.data() + i * esz, dtype) !=
+          static_cast<double>((q + static_cast<size_t>(rank) * per + j) % 3);
+    }
   } else if (op == "broadcast") {
     for (size_t i = 0; i < out.size() / esz; ++i)
       wrong += value_at(out.data() + i * esz, dtype) !=
@@ -205,6 +216,8 @@ void run_op(jaccl::Group& g, const std::string& op, std::vector<char>& in,
     g.all_gather(inplace ? mine : src, out.data(), in.size());
   } else if (op == "sum_scatter") {
     g.sum_scatter(src, inplace ? src : out.data(), out.size(), dtype);
+  } else if (op == "all_to_all") {
+    g.all_to_all(src, out.data(), in.size() / static_cast<size_t>(n));
   } else if (op == "broadcast") {
     g.broadcast(out.data(), out.size(), 0);
   } else if (op == "sendrecv") {
@@ -234,7 +247,7 @@ int main(int argc, char** argv) {
       "jaccl-run)"};
   bench::add_sweep_options(app, o,
                            {"all_sum", "all_gather", "sum_scatter", "broadcast",
-                            "sendrecv", "barrier"});
+                            "sendrecv", "barrier", "all_to_all"});
   app.add_option("-d,--dtype", o.dtype, "element type")
       ->check(CLI::IsMember(dtypes()));
   app.add_flag("-i,--inplace", o.inplace, "in-place operation");
@@ -243,6 +256,10 @@ int main(int argc, char** argv) {
   app.add_option("-t,--transport", transport,
                  "auto, tcp, shm or ofi (default: JACCL_TRANSPORT)");
   CLI11_PARSE(app, argc, argv);
+  if (o.inplace && o.op == "all_to_all") {
+    std::fprintf(stderr, "jaccl-bench: all_to_all has no in-place form\n");
+    return 2;
+  }
 
   const size_t lo = o.min_bytes, hi = o.max_bytes;
   int dtype = dtypes().at(o.dtype);

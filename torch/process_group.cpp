@@ -377,21 +377,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall_base(
   std::vector<size_t> send_n, send_off, recv_n, recv_off;
   splits(input, input_split_sizes, size_, "input", send_n, send_off);
   splits(output, output_split_sizes, size_, "output", recv_n, recv_off);
-  return enqueue(
-      c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
-      [this, in = input, out = output, send_n, send_off, recv_n, recv_off] {
-        Dense din(in, /*copy=*/in.is_alias_of(out));
-        Dense dout(out);
-        auto* src = static_cast<const char*>(din.ptr());
-        auto* dst = static_cast<char*>(dout.ptr());
-        std::vector<PeerBlock> blocks(size_);
-        for (int r = 0; r < size_; ++r) {
-          blocks[r] = {src + send_off[r], send_n[r], dst + recv_off[r],
-                       recv_n[r]};
-        }
-        all_to_all(*group_, blocks);
-        dout.write_back();
-      });
+  return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
+                 [this, in = input, out = output, send_n, recv_n] {
+                   // Split sizes pack the blocks back to back along dim 0: one
+                   // all_to_allv, whose counts check names a rank whose split
+                   // sizes disagree with its peer's.
+                   Dense din(in, /*copy=*/in.is_alias_of(out));
+                   Dense dout(out);
+                   group_->all_to_allv(din.ptr(), send_n, dout.ptr(), recv_n);
+                   dout.write_back();
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall(
@@ -420,7 +415,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall(
                      blocks[r] = {din[r].ptr(), din[r].bytes(), dout[r].ptr(),
                                   dout[r].bytes()};
                    }
-                   all_to_all(*group_, blocks);
+                   all_to_all_blocks(*group_, blocks);
                    for (auto& d : dout)
                      d.write_back();
                  });

@@ -215,3 +215,59 @@ def test_gil_released_during_collective(world, shared_dir):
         y = jaccl.all_sum(x)
         assert seen, "rank 0's main thread was blocked during the collective"
     check(y, np.full(1000, SIZE * (SIZE - 1) // 2, np.int64))
+
+
+def block(src, dst, dtype, rows, cols=3):
+    """What rank src sends rank dst: distinct per pair."""
+    v = np.arange(rows * cols).reshape(rows, cols) + 100 * src + 10 * dst
+    if dtype == np.bool_:
+        return v % 3 == 0
+    return (v % 120).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_all_to_all(world, dtype):
+    x = np.concatenate([block(RANK, j, dtype, 2) for j in range(SIZE)])
+    y = jaccl.all_to_all(x)
+    check(y, np.concatenate([block(i, RANK, dtype, 2) for i in range(SIZE)]))
+
+
+def counts(src, dst):
+    """Rows src sends dst in the variable test: some pairs send nothing."""
+    return 0 if (src + 2 * dst) % 3 == 1 else 1 + (src * 5 + dst) % 4
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32,
+                                   np.complex64], ids=["u8", "i16", "f32",
+                                                       "c64"])
+def test_all_to_allv(world, dtype):
+    send = [counts(RANK, j) for j in range(SIZE)]
+    recv = [counts(i, RANK) for i in range(SIZE)]
+    x = np.concatenate([block(RANK, j, dtype, send[j]) for j in range(SIZE)])
+    y = jaccl.all_to_allv(x, send, recv)
+    check(y, np.concatenate([block(i, RANK, dtype, recv[i])
+                             for i in range(SIZE)]))
+
+
+def test_all_to_all_errors(world):
+    if SIZE > 1:
+        with pytest.raises(ValueError, match="divisible"):
+            jaccl.all_to_all(np.zeros(SIZE + 1))
+    with pytest.raises(jaccl.UsageError, match="divisible"):
+        jaccl.all_to_all(np.float32(1))
+    with pytest.raises(jaccl.UsageError, match="one per rank"):
+        jaccl.all_to_allv(np.zeros(3), [3] + [0] * SIZE, [0] * SIZE)
+    with pytest.raises(jaccl.UsageError, match="add up to"):
+        jaccl.all_to_allv(np.zeros(SIZE + 2), [1] * SIZE, [1] * SIZE)
+    # The last rank expects one row more from rank 0 than it sends: every
+    # rank raises the same error, and the group stays usable.
+    recv = [1] * SIZE
+    if RANK == SIZE - 1:
+        recv[0] = 2
+    last = SIZE - 1
+    with pytest.raises(jaccl.ProtocolError,
+                       match=f"rank {last} expects 16 bytes from rank 0, "
+                             f"but rank 0 sends 8 bytes"):
+        jaccl.all_to_allv(np.zeros(SIZE), [1] * SIZE, recv)
+    y = jaccl.all_to_all(np.arange(SIZE, dtype=np.int64) + 10 * RANK)
+    check(y, np.arange(SIZE, dtype=np.int64) * 10 + RANK)

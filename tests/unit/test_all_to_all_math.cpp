@@ -1,0 +1,121 @@
+// Copyright 2026 the jaccl authors.
+// The pure arithmetic of all_to_all(v) (collectives/all_to_all_math.h): peer
+// order, the counts matrix and its check, rounds and wire splits.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "collectives/all_to_all_math.h"
+
+namespace {
+
+using namespace jaccl::detail::a2a;
+
+TEST(AllToAllMath, EveryStepIsAPermutationAndEveryPairMeetsOnce) {
+  for (int n : {2, 3, 4, 5, 8}) {
+    std::set<std::pair<int, int>> met;
+    for (int k = 1; k < n; ++k) {
+      std::set<int> to, from;
+      for (int r = 0; r < n; ++r) {
+        const int s = send_peer(r, n, k);
+        EXPECT_NE(s, r);
+        to.insert(s);
+        from.insert(recv_peer(r, n, k));
+        // r's receive partner at step k sends to r at step k.
+        EXPECT_EQ(send_peer(recv_peer(r, n, k), n, k), r);
+        EXPECT_TRUE(met.insert({r, s}).second) << n << " " << r << " " << s;
+      }
+      EXPECT_EQ(static_cast<int>(to.size()), n);
+      EXPECT_EQ(static_cast<int>(from.size()), n);
+    }
+    EXPECT_EQ(static_cast<int>(met.size()), n * (n - 1));
+  }
+}
+
+// Rows as the all-gather delivers them: send counts, then receive counts.
+std::vector<uint64_t> matrix(const std::vector<std::vector<uint64_t>>& send) {
+  const size_t n = send.size();
+  std::vector<uint64_t> m;
+  for (size_t a = 0; a < n; ++a) {
+    m.insert(m.end(), send[a].begin(), send[a].end());
+    for (size_t b = 0; b < n; ++b)
+      m.push_back(send[b][a]);  // what a expects from b
+  }
+  return m;
+}
+
+TEST(AllToAllMath, ConsistentCountsHaveNoMismatch) {
+  auto m = matrix({{1, 0, 7}, {4, 4, 0}, {0, 9, 2}});
+  Counts c{m.data(), 3};
+  EXPECT_FALSE(find_mismatch(c).found());
+  EXPECT_EQ(c.sends(2, 1), 9u);
+  EXPECT_EQ(c.expects(1, 2), 9u);
+  EXPECT_EQ(c.largest(), 9u);
+  EXPECT_EQ(c.total(), 27u);
+}
+
+TEST(AllToAllMath, TheFirstMismatchInReceiverOrderIsReported) {
+  auto m = matrix({{1, 0, 7}, {4, 4, 0}, {0, 9, 2}});
+  const size_t n = 3;
+  // Rank 2 expects 12 bytes from rank 1 (which sends 9); rank 1 expects 5
+  // from rank 0 (which sends 0): receiver 1 comes first.
+  m[2 * 2 * n + n + 1] = 12;
+  m[1 * 2 * n + n + 0] = 5;
+  Mismatch x = find_mismatch(Counts{m.data(), 3});
+  ASSERT_TRUE(x.found());
+  EXPECT_EQ(x.receiver, 1);
+  EXPECT_EQ(x.sender, 0);
+  EXPECT_EQ(x.expects, 5u);
+  EXPECT_EQ(x.sends, 0u);
+  // A rank's own block counts too (N = 1).
+  std::vector<uint64_t> self = {3, 4};
+  x = find_mismatch(Counts{self.data(), 1});
+  ASSERT_TRUE(x.found());
+  EXPECT_EQ(x.receiver, 0);
+  EXPECT_EQ(x.expects, 4u);
+  EXPECT_EQ(x.sends, 3u);
+}
+
+TEST(AllToAllMath, SumsDetectOverflow) {
+  size_t out = 0;
+  const size_t ok[] = {1, 2, 3};
+  EXPECT_TRUE(sum(ok, 3, &out));
+  EXPECT_EQ(out, 6u);
+  const size_t big[] = {SIZE_MAX - 1, 2};
+  EXPECT_FALSE(sum(big, 2, &out));
+}
+
+TEST(AllToAllMath, RoundsCoverEveryByteOnce) {
+  static_assert(round_part(10, 4, 0) == Part{0, 4});
+  static_assert(round_part(10, 4, 2) == Part{8, 2});
+  static_assert(round_part(10, 4, 3).len == 0);
+  static_assert(rounds(0, 4) == 1);
+  for (size_t block : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(65),
+                       size_t(1000)}) {
+    for (size_t window : {size_t(1), size_t(64), size_t(100)}) {
+      size_t next = 0;
+      for (size_t k = 0; k < rounds(1000, window); ++k) {
+        const Part p = round_part(block, window, k);
+        if (p.len == 0)
+          continue;
+        EXPECT_EQ(p.off, next);
+        EXPECT_LE(p.len, window);
+        next += p.len;
+      }
+      EXPECT_EQ(next, block) << block << " " << window;
+    }
+  }
+}
+
+TEST(AllToAllMath, LargeBlocksUseEveryWire) {
+  const size_t s = 256 << 10;
+  EXPECT_EQ(wires_for(100, 4, s), 1u);
+  EXPECT_EQ(wires_for(2 * s - 1, 4, s), 1u);
+  EXPECT_EQ(wires_for(2 * s, 4, s), 2u);
+  EXPECT_EQ(wires_for(3 * s + 5, 4, s), 3u);
+  EXPECT_EQ(wires_for(64 * s, 4, s), 4u);
+  EXPECT_EQ(wires_for(64 * s, 1, s), 1u);
+}
+
+}  // namespace
