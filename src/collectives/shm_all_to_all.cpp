@@ -8,7 +8,18 @@
 // rounds (double-buffered slots: staging round k + 1 overlaps the peers'
 // copy-out of round k). Large ops pick cached or streaming stores as the
 // other large ops do (shm_strategy.h, kind kAllToAll).
+//
+// Blocks of kDirectBytes and more go the direct way instead, when the
+// host's ranks may read each other's memory (process_vm_readv, the kernel's
+// cross-memory attach; probed once per group): every rank publishes its
+// input's address, reads its block straight out of every peer's input into
+// its output (one copy instead of two), and a second sync keeps every input
+// alive until its readers are done.
+#include <sys/uio.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -16,12 +27,35 @@
 #include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace jaccl::detail {
 
 namespace {
 
 constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached stores
+#ifdef JACCL_A2A_DIRECT_BYTES              // build-time knob, for measuring
+constexpr size_t kDirectBytes = JACCL_A2A_DIRECT_BYTES;
+#else
+constexpr size_t kDirectBytes = 64 * 1024;  // blocks read directly from here
+#endif
+
+// Reads len bytes at addr in process pid into dst; errno on failure (0:
+// all read).
+int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    iovec local{dst + done, len - done};
+    iovec remote{reinterpret_cast<void*>(addr + done), len - done};
+    const ssize_t k = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return k < 0 ? errno : EFAULT;
+    done += static_cast<size_t>(k);
+  }
+  return 0;
+}
 
 inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
   if (stream)
@@ -97,22 +131,101 @@ void ShmGroup::a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
     tuner_.finish(now_ns() - t0);
 }
 
+bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
+  if (direct_ >= 0)
+    return direct_ == 1;
+  // Every rank publishes its pid and the address of a word whose value it
+  // also stages in its slot; every rank reads every peer's word and
+  // compares (another pid namespace's pid, or a refused ptrace check, fails
+  // here instead of reading the wrong process); then the verdicts.
+  probe_word_ = now_ns() ^ (static_cast<uint64_t>(rank_ + 1) << 48) ^
+                reinterpret_cast<uintptr_t>(this);
+  std::memcpy(slot(rank_, step_ + 1), &probe_word_, sizeof(probe_word_));
+  OpDesc p = d;
+  p.aux = static_cast<int32_t>(::getpid());
+  p.addr = reinterpret_cast<uintptr_t>(&probe_word_);
+  step(p);
+  int ok = 1, why = 0, whom = -1;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_)
+      continue;
+    const OpDesc& o = ctl(q).desc[step_ & 1];
+    uint64_t got = 0, want = 0;
+    std::memcpy(&want, slot(q, step_), sizeof(want));
+    const int err = read_peer(static_cast<pid_t>(o.aux), o.addr,
+                              reinterpret_cast<char*>(&got), sizeof(got));
+    if (err != 0 || got != want) {
+      ok = 0;
+      why = err;
+      whom = q;
+    }
+  }
+  OpDesc v = d;
+  v.aux = ok;
+  step(v);
+  for (int q = 0; q < size_; ++q)
+    ok = ok && ctl(q).desc[step_ & 1].aux == 1;
+  direct_ = ok;
+  if (!ok && whom >= 0) {
+    JACCL_LOG(Info, "rank " << who(rank_) << ": cannot read rank " << who(whom)
+                            << "'s memory (process_vm_readv: "
+                            << (why != 0 ? std::strerror(why) : "other data")
+                            << "): all_to_all stages every block");
+  }
+  return direct_ == 1;
+}
+
+void ShmGroup::a2a_direct(const OpDesc& d, const char* in, const size_t* send,
+                          const size_t* soff, char* out, const size_t* recv,
+                          const size_t* roff, const size_t* peer_off) {
+  const auto r = static_cast<size_t>(rank_);
+  OpDesc p = d;
+  p.aux = static_cast<int32_t>(::getpid());
+  p.addr = reinterpret_cast<uintptr_t>(in);
+  step(p);
+  if (send[r] != 0)
+    cached_copy(out + roff[r], in + soff[r], send[r]);
+  for (int i = 1; i < size_; ++i) {
+    const int q = (rank_ + i) % size_;
+    const auto uq = static_cast<size_t>(q);
+    if (recv[uq] == 0)
+      continue;
+    const OpDesc& o = ctl(q).desc[step_ & 1];
+    const int err = read_peer(static_cast<pid_t>(o.aux), o.addr + peer_off[uq],
+                              out + roff[uq], recv[uq]);
+    if (err != 0) {
+      raise(ErrorKind::Io,
+            std::string(op_text(d.op)) + ": reading rank " +
+                std::to_string(who(q)) + "'s block failed (process_vm_readv)",
+            {.rank = who(rank_), .peer = who(q), .sys_errno = err});
+    }
+  }
+  step(d);  // every block read: the inputs may change again
+}
+
 void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
   const auto P = static_cast<size_t>(size_);
   a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
   std::lock_guard<std::mutex> lock(mu_);
   state_->throw_if_failed();
   deadline_ = Deadline::after(op_timeout_);
-  a2a_scratch_.resize(2 * P);
+  a2a_scratch_.resize(3 * P);
   size_t* counts = a2a_scratch_.data();
   size_t* offs = counts + P;
+  size_t* peer_off = offs + P;
   for (size_t q = 0; q < P; ++q) {
     counts[q] = n;
     offs[q] = q * n;
+    peer_off[q] = static_cast<size_t>(rank_) * n;
   }
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
   poisoning(*state_, who(rank_), "all_to_all", [&] {
-    a2a_rounds(OpDesc{kAllToAll, -1, n, 0, 0, 0}, static_cast<const char*>(in),
-               counts, offs, static_cast<char*>(out), counts, offs, n, n * P);
+    const OpDesc d{kAllToAll, -1, n, 0, 0, 0};
+    if (n >= kDirectBytes && P > 1 && a2a_direct_ok(d))
+      a2a_direct(d, src, counts, offs, dst, counts, offs, peer_off);
+    else
+      a2a_rounds(d, src, counts, offs, dst, counts, offs, n, n * P);
   });
 }
 
@@ -143,21 +256,29 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
   });
   const a2a::Counts c{counts_.data(), size_};
   a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
-  a2a_scratch_.resize(2 * P);
+  a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
+  size_t* peer_off = roff + P;  // block `rank` in rank q's input
   for (size_t q = 0, s = 0, t = 0; q < P; ++q) {
     soff[q] = s;
     roff[q] = t;
     s += send[q];
     t += recv[q];
+    peer_off[q] = 0;
+    for (int j = 0; j < rank_; ++j)
+      peer_off[q] += c.sends(static_cast<int>(q), j);
   }
   const uint64_t total = c.total();
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
   poisoning(*state_, who(rank_), "all_to_allv", [&] {
-    a2a_rounds(OpDesc{kAllToAllv, -1, total, 0, 0, 0},
-               static_cast<const char*>(in), send.data(), soff,
-               static_cast<char*>(out), recv.data(), roff, c.largest(),
-               static_cast<size_t>(total));
+    const OpDesc d{kAllToAllv, -1, total, 0, 0, 0};
+    if (c.largest() >= kDirectBytes && P > 1 && a2a_direct_ok(d))
+      a2a_direct(d, src, send.data(), soff, dst, recv.data(), roff, peer_off);
+    else
+      a2a_rounds(d, src, send.data(), soff, dst, recv.data(), roff, c.largest(),
+                 static_cast<size_t>(total));
   });
 }
 

@@ -94,6 +94,15 @@ class ShmGroup : public Group {
   void a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
                   const size_t* soff, char* out, const size_t* recv,
                   const size_t* roff, uint64_t largest, size_t total);
+  // The same blocks read straight out of each peer's input with
+  // process_vm_readv (one copy): peer_off[q] is where block `rank` starts in
+  // rank q's input. Two syncs: addresses published, reads done.
+  void a2a_direct(const OpDesc& d, const char* in, const size_t* send,
+                  const size_t* soff, char* out, const size_t* recv,
+                  const size_t* roff, const size_t* peer_off);
+  // Whether every rank of the host can read every peer's memory (probed
+  // on the first large all_to_all, the same verdict on every rank).
+  bool a2a_direct_ok(const OpDesc& d);
   template <class Ready, class Check>
   void wait(Ready ready, Check check) {
     wait_until(wake(), ready, check, oversubscribed_);
@@ -146,6 +155,8 @@ class ShmGroup : public Group {
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
   std::vector<uint64_t> counts_;     // all_to_allv's counts matrix
   std::vector<size_t> a2a_scratch_;  // all_to_all(v)'s counts and offsets
+  int direct_ = -1;                  // a2a_direct_ok: -1 not probed yet
+  uint64_t probe_word_ = 0;          // what peers read in the probe
   // The first guess at whether an op whose ranks each touch `bytes` of
   // their own buffers should write its output with non-temporal stores:
   // when all ranks' buffers together overflow the last-level cache. Only

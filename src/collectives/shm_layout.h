@@ -36,10 +36,14 @@ struct OpDesc {
   int32_t dtype;
   uint64_t n_bytes;
   int32_t root;
-  int32_t reserved;
+  // Not compared: all_to_all's direct path (shm_all_to_all.cpp), this
+  // rank's pid or its probe verdict.
+  int32_t aux;
   // Set by the rank, not compared: how long this rank's previous large op
   // took (ns + 1; 0 = none), for the copy-out choice (shm_strategy.h).
   uint64_t report;
+  // Not compared: all_to_all's direct path, the address peers read from.
+  uint64_t addr;
 };
 
 struct alignas(kCacheLine) RankCtl {
