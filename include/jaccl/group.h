@@ -46,6 +46,17 @@ class Group {
 
   // Short description of the group's data plane and algorithm, for logs.
   virtual const char* backend_name() const = 0;
+
+  // Collective over this group (every rank calls it), MLX's semantics: the
+  // ranks that pass the same color form a child group, ordered by key, ties
+  // by rank in this group; key -1 means this group's rank. A negative color
+  // joins no child and returns nullptr (MPI_UNDEFINED). The child is set up
+  // over this group (never the side channel again) on the best data plane
+  // for its members; it is independent of this group and of its siblings
+  // (usable from other threads at the same time, and after this group is
+  // destroyed), and its errors name job ranks. The default throws
+  // UsageError, for Group implementations outside jaccl.
+  virtual std::shared_ptr<Group> split(int color, int key = -1);
 };
 
 }  // namespace jaccl
