@@ -89,6 +89,15 @@ std::vector<std::weak_ptr<GroupHandle>> g_handles;  // for close at exit
 std::shared_ptr<GroupHandle> g_world;               // guarded by the GIL
 bool g_init_running = false;                        // guarded by the GIL
 
+// A handle for a new C++ group, registered for close at exit.
+std::shared_ptr<GroupHandle> adopt(std::shared_ptr<Group> group) {
+  auto handle = std::make_shared<GroupHandle>(std::move(group));
+  std::lock_guard<std::mutex> lock(g_handles_mu);
+  std::erase_if(g_handles, [](auto& w) { return w.expired(); });
+  g_handles.push_back(handle);
+  return handle;
+}
+
 }  // namespace
 
 GroupHandle::GroupHandle(std::shared_ptr<Group> g)
@@ -295,14 +304,20 @@ py::object init(bool strict, const std::string& backend, py::object factory) {
   if (!group) {
     return py::none();  // non-strict and no usable configuration
   }
-  auto handle = std::make_shared<GroupHandle>(std::move(group));
-  {
-    std::lock_guard<std::mutex> lock(g_handles_mu);
-    std::erase_if(g_handles, [](auto& w) { return w.expired(); });
-    g_handles.push_back(handle);
-  }
+  auto handle = adopt(std::move(group));
   g_world = handle;
   return py::cast(handle);
+}
+
+// Group.split: None for a negative color, else the child (closed at exit
+// like every group).
+py::object split(const std::shared_ptr<GroupHandle>& self, int color, int key) {
+  std::shared_ptr<Group> child;
+  self->run([&](Group& g) { child = g.split(color, key); });
+  if (!child) {
+    return py::none();
+  }
+  return py::cast(adopt(std::move(child)));
 }
 
 void clear_backends() {
@@ -374,6 +389,12 @@ Ctrl-C during init raises KeyboardInterrupt at once.)";
       .def("size", &jp::GroupHandle::size, "Number of ranks.")
       .def_property_readonly("backend_name", &jp::GroupHandle::backend_name,
                              "The data plane and algorithm, for logs.")
+      .def("split", &jp::split, py::arg("color"), py::arg("key") = -1,
+           R"(Splits this group (every rank calls it): ranks passing the same
+color form a new group, ordered by key (ties and key -1 by rank here). A
+negative color joins no group and returns None. The child works with every
+collective's group= argument, from other threads at the same time as this
+group, and after this group is gone.)")
       .def("__eq__",
            [](const jp::GroupHandle& a, const py::object& b) {
              return py::isinstance<jp::GroupHandle>(b) &&

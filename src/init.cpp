@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
+#include "group/group_handle.h"
 #include "group/make_group.h"
 #include "jaccl/jaccl.h"
 
@@ -91,7 +92,8 @@ std::shared_ptr<Group> init(const Config& cfg, bool strict) {
     return nullptr;
   }
   auto sc = detail::make_side_channel(cfg);
-  return detail::make_group(cfg, sc);
+  return std::make_shared<detail::GroupHandle>(detail::make_group(cfg, sc), cfg,
+                                               std::vector<int>{});
 }
 
 std::shared_ptr<Group> init(bool strict) {

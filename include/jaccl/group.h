@@ -48,20 +48,32 @@ class Group {
   // Short description of the group's data plane and algorithm, for logs.
   virtual const char* backend_name() const = 0;
 
+  // Collective over this group (every rank calls it), MLX's semantics: the
+  // ranks that pass the same color form a child group, ordered by key, ties
+  // by rank in this group; key -1 means this group's rank. A negative color
+  // joins no child and returns nullptr (MPI_UNDEFINED). The child is set up
+  // over this group (never the side channel again) on the best data plane
+  // for its members; it is independent of this group and of its siblings
+  // (usable from other threads at the same time, and after this group is
+  // destroyed), and its errors name job ranks. The default throws
+  // UsageError, for Group implementations outside jaccl.
+  virtual std::shared_ptr<Group> split(int color, int key = -1);
+
   // input holds size() blocks of n_bytes, block j goes to rank j; output
   // holds size() blocks, block i from rank i. Input and output must not
   // overlap (input == output is a UsageError).
-  virtual void all_to_all(const void* input, void* output, size_t n_bytes) = 0;
+  virtual void all_to_all(const void* input, void* output, size_t n_bytes);
   // Variable sizes (MoE routing): input packs size() blocks back to back,
   // block j (send_counts[j] bytes) to rank j; output packs the blocks
   // received, block i (recv_counts[i] bytes) from rank i. Both spans have
   // size() entries (else UsageError); input and output must not overlap.
   // Counts are checked across ranks before any data moves: rank a expecting
   // x bytes from rank b while b sends y != x is a ProtocolError naming both
-  // ranks and both counts, on every rank.
+  // ranks and both counts, on every rank. The defaults of both throw
+  // UsageError, for Group implementations outside jaccl (as split's).
   virtual void all_to_allv(const void* input,
                            std::span<const size_t> send_counts, void* output,
-                           std::span<const size_t> recv_counts) = 0;
+                           std::span<const size_t> recv_counts);
 };
 
 }  // namespace jaccl

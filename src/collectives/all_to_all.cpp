@@ -9,6 +9,26 @@
 #include "collectives/ring_math.h"
 #include "common/error.h"
 
+namespace jaccl {
+
+// The defaults, for Group implementations outside jaccl (every jaccl group
+// overrides them).
+void Group::all_to_all(const void*, void*, size_t) {
+  detail::raise(ErrorKind::Usage,
+                std::string("all_to_all is not supported by this group (") +
+                    backend_name() + ")",
+                {.rank = rank()});
+}
+void Group::all_to_allv(const void*, std::span<const size_t>, void*,
+                        std::span<const size_t>) {
+  detail::raise(ErrorKind::Usage,
+                std::string("all_to_allv is not supported by this group (") +
+                    backend_name() + ")",
+                {.rank = rank()});
+}
+
+}  // namespace jaccl
+
 namespace jaccl::detail::a2a {
 
 void check_buffers(int rank, const char* op, const void* in, size_t n_in,

@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
 #include "common/error.h"
 
+#include <cctype>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -83,7 +84,61 @@ template <class E>
 
 [[noreturn]] void raise(ErrorKind kind, std::string_view what,
                         const ErrorContext& ctx) {
-  std::string msg = format_error(what, ctx);
+  throw_error(kind, format_error(what, ctx));
+}
+
+std::string rename_ranks(std::string_view text, const std::vector<int>& names) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  size_t i = 0;
+  auto is_digit = [&](size_t at) {
+    return at < text.size() && text[at] >= '0' && text[at] <= '9';
+  };
+  // Copies the number at i (renamed when it is a member) and advances i.
+  auto number = [&] {
+    size_t end = i;
+    long v = 0;
+    while (is_digit(end)) {
+      v = v < 1000000 ? v * 10 + (text[end] - '0') : v;
+      ++end;
+    }
+    if (v < static_cast<long>(names.size())) {
+      out += std::to_string(names[static_cast<size_t>(v)]);
+    } else {
+      out.append(text.substr(i, end - i));
+    }
+    i = end;
+  };
+  while (i < text.size()) {
+    const bool word_start =
+        i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]));
+    const std::string_view rest = text.substr(i);
+    const bool rank =
+        word_start && (rest.starts_with("rank ") || rest.starts_with("Rank "));
+    const bool ranks = word_start && (rest.starts_with("ranks ") ||
+                                      rest.starts_with("Ranks "));
+    if (!rank && !ranks) {
+      out += text[i++];
+      continue;
+    }
+    const size_t word = ranks ? 6 : 5;
+    out.append(rest.substr(0, word));
+    i += word;
+    if (!is_digit(i)) {
+      continue;
+    }
+    number();
+    // "ranks 1, 2, 5": the list goes on through ", N".
+    while (ranks && text.substr(i).starts_with(", ") && is_digit(i + 2)) {
+      out += ", ";
+      i += 2;
+      number();
+    }
+  }
+  return out;
+}
+
+[[noreturn]] void throw_error(ErrorKind kind, const std::string& msg) {
   // Throw the concrete subclass so catch (PeerLostError&) works.
   switch (kind) {
     case ErrorKind::Config:

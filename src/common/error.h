@@ -29,6 +29,15 @@ std::string ranks_phrase(const std::vector<int>& ranks);
 [[noreturn]] void raise(ErrorKind kind, std::string_view what,
                         const ErrorContext& ctx = {});
 
+// Throws an already formatted message as the concrete class of kind.
+[[noreturn]] void throw_error(ErrorKind kind, const std::string& message);
+
+// A message written by a subgroup, with its member numbers turned into job
+// ranks: every "rank N" and "ranks N, M, ..." (also capitalized) whose N is
+// a member (N < names.size()) becomes names[N]; "and K more" is a count and
+// stays.
+std::string rename_ranks(std::string_view text, const std::vector<int>& names);
+
 // Throws a std::exception_ptr's exception again as a jaccl::Error: a
 // jaccl::Error passes through; anything else becomes kind with its what().
 [[noreturn]] void rethrow_as_error(std::exception_ptr e, ErrorKind kind,

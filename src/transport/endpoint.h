@@ -155,6 +155,9 @@ class WaitSet {
   int max_sleep_ms_ = -1;
   bool spinning_ = false;
   long long spin_until_ns_ = 0;
+  // The next sleep of a driven wait (doubles up to the cap).
+  static constexpr long long kMinBackoffUs = 8;
+  long long backoff_us_ = kMinBackoffUs;
 };
 
 // What a network transport hands to the collectives.

@@ -1,9 +1,11 @@
 // Copyright 2026 the jaccl authors.
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <ctime>
 #include <string>
 
 #include "common/error.h"
@@ -61,6 +63,7 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
   if (!spinning_) {
     spinning_ = true;
     spin_until_ns_ = now_ns() + static_cast<long long>(spin_us) * 1000;
+    backoff_us_ = kMinBackoffUs;
   }
   items_.push_back({state.wake_fd(), POLLIN, 0});
   auto* fds = reinterpret_cast<pollfd*>(items_.data());
@@ -71,7 +74,22 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
   } pop{items_};
   for (;;) {
     const bool spin = spin_us > 0 && now_ns() < spin_until_ns_;
-    const int rc = ::poll(fds, n, spin ? 0 : dl.poll_ms(max_sleep_ms_));
+    const int timeout_ms = spin ? 0 : dl.poll_ms(max_sleep_ms_);
+    int rc;
+    if (driven_ && timeout_ms > 0) {
+      // A driven link may have nothing to wake us (the shm provider has no
+      // wait fd): sleep a little longer each round, from microseconds up
+      // to the cap, so a reply that comes soon is seen soon (a 1 ms poll
+      // made an 8-byte round trip cost ~650 us) without spinning a core.
+      const long long us =
+          std::min<long long>(backoff_us_, timeout_ms * 1000LL);
+      backoff_us_ = std::min<long long>(backoff_us_ * 2, timeout_ms * 1000LL);
+      const timespec ts{static_cast<time_t>(us / 1000000),
+                        static_cast<long>(us % 1000000) * 1000};
+      rc = ::ppoll(fds, n, &ts, nullptr);
+    } else {
+      rc = ::poll(fds, n, timeout_ms);
+    }
     if (fds[n - 1].revents != 0) {
       state.throw_if_failed();
     }

@@ -1,0 +1,118 @@
+# TCP before and after the fabric refactor (issue 12): the same float32
+# all_sum sweep over JACCL_TRANSPORT=tcp from two builds, this tree and a
+# base revision (JACCL_AB_BASE, default 2186b56: main just before the
+# endpoint layer was merged), alternated inside every repetition so both see
+# the same machine. The base is checked out with `git worktree` under
+# build-ab/ and built in Release like bench/compare's own build.
+import json
+import os
+import statistics
+import subprocess
+
+TITLE = "TCP before and after the endpoint layer (A/B, one alternating run)"
+
+BASE = os.environ.get("JACCL_AB_BASE", "2186b56")
+RANKS = (2, 4)
+GROUPS = [("8", "4K", 8, 50, 500), ("16K", "1M", 4, 10, 100),
+          ("4M", "64M", 4, 3, 10)]
+QUICK_GROUPS = [("8", "8", 8, 20, 200), ("1M", "1M", 4, 3, 20)]
+
+
+def _load():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def _human(b):
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k and b % k == 0:
+            return f"{b // k} {unit}"
+    return f"{b} B"
+
+
+def _base_build(ctx):
+    root = ctx["root"]
+    src = os.path.join(root, "build-ab", "src-" + BASE)
+    bdir = os.path.join(root, "build-ab", "build-" + BASE)
+    if not os.path.isdir(src):
+        os.makedirs(os.path.dirname(src), exist_ok=True)
+        ctx["run"](["git", "-C", root, "worktree", "add", "--detach", src,
+                    BASE], timeout=300)
+    ctx["run"](["cmake", "-S", src, "-B", bdir, "-G", "Ninja",
+                "-DCMAKE_BUILD_TYPE=Release"], timeout=900)
+    ctx["run"](["cmake", "--build", bdir, "-j2", "--target", "jaccl-run",
+                "jaccl-bench"], timeout=1800)
+    return {"run": os.path.join(bdir, "tools", "jaccl-run"),
+            "bench": os.path.join(bdir, "tools", "jaccl-bench")}
+
+
+def _sweep(ctx, exe, n, g):
+    lo, hi, f, w, it = g
+    cmd = [exe["run"], "-n", str(n), "--no-prefix",
+           "--env", "JACCL_IFNAME=127.0.0.1", "--env", "JACCL_TRANSPORT=tcp",
+           "--", exe["bench"], "-q", "-d", "float32", "-t", "tcp",
+           "-o", "all_sum", "-b", lo, "-e", hi, "-f", str(f), "-w", str(w),
+           "-n", str(it), "--json"]
+    out, _, _ = ctx["run"](cmd, timeout=900)
+    rows = {}
+    for line in out.splitlines():
+        i = line.find("{")
+        if i >= 0:
+            try:
+                r = json.loads(line[i:])
+            except json.JSONDecodeError:
+                continue
+            rows[r["bytes"]] = r["avg_us"]
+    return rows
+
+
+def run(ctx):
+    base = _base_build(ctx)
+    new = ctx["exe"]
+    reps = 2 if ctx["quick"] else max(3, ctx["reps"])
+    groups = QUICK_GROUPS if ctx["quick"] else GROUPS
+    res = {"base": BASE, "head": subprocess.run(
+        ["git", "-C", ctx["root"], "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True).stdout.strip(),
+        "load_before": _load(), "ranks": {}}
+    for n in RANKS:
+        samples = {"before": {}, "after": {}}
+        for rep in range(reps):
+            # Alternate which build goes first, so neither always follows a
+            # warm (or a disturbed) run.
+            order = [("before", base), ("after", new)]
+            if rep % 2:
+                order.reverse()
+            for g in groups:
+                for name, exe in order:
+                    ctx["log"](f"tcp_ab n={n} rep {rep} {name} {g[0]}-{g[1]}")
+                    for size, us in _sweep(ctx, exe, n, g).items():
+                        samples[name].setdefault(str(size), []).append(us)
+        res["ranks"][str(n)] = samples
+    res["load_after"] = _load()
+    return res
+
+
+def render(res):
+    L = [f"Base `{res['base']}` (before the endpoint layer) against "
+         f"`{res['head']}`, both Release, `jaccl-bench -t tcp -o all_sum` "
+         "float32 over loopback, builds alternated inside each repetition; "
+         "median of the repetitions' mean times. Load average "
+         f"{res['load_before']:.1f} before, {res['load_after']:.1f} after "
+         "(2 cores). The loopback stream and memcpy ceilings of the same "
+         "machine are in the tables above (bench/compare's core run).\n"]
+    for n, s in res["ranks"].items():
+        L.append(f"**{n} ranks**\n")
+        L.append("| size | before (us) | after (us) | after / before time |")
+        L.append("|---|---|---|---|")
+        sizes = sorted(set(s["before"]) & set(s["after"]), key=int)
+        for size in sizes:
+            b = statistics.median(s["before"][size])
+            a = statistics.median(s["after"][size])
+            L.append(f"| {_human(int(size))} | {b:.1f} | {a:.1f} | "
+                     f"{a / b:.2f} |")
+        L.append("")
+    L.append("Below 1.00: the new code is faster. Differences within the "
+             "spread of repetitions on this VM (~10-30 % at mid sizes) are "
+             "noise.\n")
+    return L

@@ -1,0 +1,85 @@
+// Copyright 2026 the jaccl authors.
+#include "group/group_handle.h"
+
+#include <utility>
+
+#include "common/error.h"
+#include "group/split.h"
+
+namespace jaccl {
+
+std::shared_ptr<Group> Group::split(int, int) {
+  detail::raise(ErrorKind::Usage,
+                std::string("split is not supported by this group (") +
+                    backend_name() + ")",
+                {.rank = rank()});
+}
+
+namespace detail {
+
+GroupHandle::GroupHandle(std::shared_ptr<Group> inner, Config cfg,
+                         std::vector<int> names)
+    : inner_(std::move(inner)),
+      cfg_(std::move(cfg)),
+      names_(std::move(names)) {}
+
+int GroupHandle::job_rank(int member) const {
+  return names_.empty() ? member : names_[static_cast<size_t>(member)];
+}
+
+template <class F>
+void GroupHandle::guarded(F&& f) {
+  if (names_.empty()) {
+    f();
+    return;
+  }
+  try {
+    f();
+  } catch (const Error& e) {
+    throw_error(e.kind(), rename_ranks(e.what(), names_));
+  }
+}
+
+void GroupHandle::all_sum(const void* in, void* out, size_t n, int dtype) {
+  guarded([&] { inner_->all_sum(in, out, n, dtype); });
+}
+void GroupHandle::all_max(const void* in, void* out, size_t n, int dtype) {
+  guarded([&] { inner_->all_max(in, out, n, dtype); });
+}
+void GroupHandle::all_min(const void* in, void* out, size_t n, int dtype) {
+  guarded([&] { inner_->all_min(in, out, n, dtype); });
+}
+void GroupHandle::all_gather(const void* in, void* out, size_t n) {
+  guarded([&] { inner_->all_gather(in, out, n); });
+}
+void GroupHandle::sum_scatter(const void* in, void* out, size_t n, int dtype) {
+  guarded([&] { inner_->sum_scatter(in, out, n, dtype); });
+}
+void GroupHandle::send(const void* in, size_t n, int dst) {
+  guarded([&] { inner_->send(in, n, dst); });
+}
+void GroupHandle::recv(void* out, size_t n, int src) {
+  guarded([&] { inner_->recv(out, n, src); });
+}
+void GroupHandle::barrier() {
+  guarded([&] { inner_->barrier(); });
+}
+void GroupHandle::broadcast(void* buf, size_t n, int root) {
+  guarded([&] { inner_->broadcast(buf, n, root); });
+}
+
+void GroupHandle::all_to_all(const void* in, void* out, size_t n) {
+  guarded([&] { inner_->all_to_all(in, out, n); });
+}
+void GroupHandle::all_to_allv(const void* in, std::span<const size_t> send,
+                              void* out, std::span<const size_t> recv) {
+  guarded([&] { inner_->all_to_allv(in, send, out, recv); });
+}
+
+std::shared_ptr<Group> GroupHandle::split(int color, int key) {
+  // Not guarded: split_group's errors already name job ranks.
+  return split_group(*this, color, key);
+}
+
+}  // namespace detail
+}  // namespace jaccl
