@@ -8,6 +8,7 @@
 #include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
 #include "common/error.h"
+#include "jaccl/group.h"
 
 namespace jaccl {
 

@@ -66,6 +66,44 @@ std::vector<int> members_of(jaccl::Group& g, int job_rank) {
   return out;
 }
 
+// all_to_all and all_to_allv in a child: member i sends member j
+// job_i * 100 + job_j + salt; a counts mismatch names job ranks on every
+// member and leaves the child working.
+void exercise_all_to_all(jaccl::Group& g, const std::vector<int>& members,
+                         int job_rank, const std::string& name, int salt) {
+  const int n = g.size();
+  const auto un = static_cast<size_t>(n);
+  std::vector<int32_t> in(un), out(un, -1);
+  for (size_t j = 0; j < un; ++j)
+    in[j] = job_rank * 100 + members[j] + salt;
+  g.all_to_all(in.data(), out.data(), 4);
+  for (size_t i = 0; i < un; ++i) {
+    check(out[i] == members[i] * 100 + job_rank + salt,
+          name + " all_to_all from member " + std::to_string(i));
+  }
+  std::vector<size_t> send(un, 4), recv(un, 4);
+  if (g.rank() == n - 1)
+    recv[0] = 5;
+  std::vector<int32_t> big(un + 1, -1);
+  try {
+    g.all_to_allv(in.data(), send, big.data(), recv);
+    fail(name + " all_to_allv with mismatched counts did not throw");
+  } catch (const jaccl::ProtocolError& e) {
+    const std::string want = "rank " + std::to_string(members[un - 1]) +
+                             " expects 5 bytes from rank " +
+                             std::to_string(members[0]) + ", but rank " +
+                             std::to_string(members[0]) + " sends 4 bytes";
+    check(std::string(e.what()).find(want) != std::string::npos,
+          name + " all_to_allv mismatch: '" + e.what() + "' lacks '" + want +
+              "'");
+  }
+  std::fill(out.begin(), out.end(), -1);
+  recv.assign(un, 4);
+  g.all_to_allv(in.data(), send, out.data(), recv);
+  check(out[0] == members[0] * 100 + job_rank + salt,
+        name + " all_to_allv after the mismatch");
+}
+
 // A few collectives whose results are known from the members' job ranks.
 void exercise(jaccl::Group& g, const std::vector<int>& members, int job_rank,
               const std::string& name, int salt) {
@@ -109,6 +147,7 @@ void exercise(jaccl::Group& g, const std::vector<int>& members, int job_rank,
     check(theirs == members[static_cast<size_t>(prev)] + salt,
           name + " send/recv from member " + std::to_string(prev));
   }
+  exercise_all_to_all(g, members, job_rank, name, salt);
   g.barrier();
 }
 
