@@ -11,10 +11,15 @@
 //
 // Blocks of kDirectBytes and more go the direct way instead, when the
 // host's ranks may read each other's memory (process_vm_readv, the kernel's
-// cross-memory attach; probed once per group): every rank publishes its
-// input's address, reads its block straight out of every peer's input into
-// its output (one copy instead of two), and a second sync keeps every input
-// alive until its readers are done.
+// cross-memory attach; probed once per group) and do not outnumber the
+// cores: every rank publishes its input's address, reads its block straight
+// out of every peer's input into its output (one copy instead of two), and
+// a second sync keeps every input alive until its readers are done. With
+// more ranks than cores a sync can cost a time slice, and the second one
+// lost: 4 ranks on the 2-core VM of 2026-12-01 at load 3-7, 256 KiB - 4 MiB,
+// 4.5-8 ms direct against 3.8-5 ms staged; 2 ranks there were level within
+// the noise (256 KiB 43 / 34 us, 4 MiB 668-853 / 851-864 us, 16 MiB
+// 5439-5559 / 4988-5637 us direct / staged).
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -160,8 +165,10 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
       whom = q;
     }
   }
+  // Whether ranks outnumber cores is part of the verdict, so that every
+  // rank takes the same way even if they counted cores differently.
   OpDesc v = d;
-  v.aux = ok;
+  v.aux = ok && !oversubscribed_;
   step(v);
   for (int q = 0; q < size_; ++q)
     ok = ok && ctl(q).desc[step_ & 1].aux == 1;
