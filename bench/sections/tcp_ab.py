@@ -103,16 +103,22 @@ def render(res):
          "machine are in the tables above (bench/compare's core run).\n"]
     for n, s in res["ranks"].items():
         L.append(f"**{n} ranks**\n")
-        L.append("| size | before (us) | after (us) | after / before time |")
+        L.append("| size | before (us), median [range] | after (us), median "
+                 "[range] | after / before time |")
         L.append("|---|---|---|---|")
         sizes = sorted(set(s["before"]) & set(s["after"]), key=int)
+
+        def cell(xs):
+            return (f"{statistics.median(xs):.1f} [{min(xs):.0f}-"
+                    f"{max(xs):.0f}]")
         for size in sizes:
             b = statistics.median(s["before"][size])
             a = statistics.median(s["after"][size])
-            L.append(f"| {_human(int(size))} | {b:.1f} | {a:.1f} | "
-                     f"{a / b:.2f} |")
+            L.append(f"| {_human(int(size))} | {cell(s['before'][size])} | "
+                     f"{cell(s['after'][size])} | {a / b:.2f} |")
         L.append("")
-    L.append("Below 1.00: the new code is faster. Differences within the "
-             "spread of repetitions on this VM (~10-30 % at mid sizes) are "
-             "noise.\n")
+    L.append("Below 1.00: the new code is faster. A ratio whose two ranges "
+             "overlap is within this VM's noise. The 4-rank runs put four "
+             "processes on the two cores, which is why the load rises "
+             "during the run.\n")
     return L
