@@ -91,11 +91,17 @@ std::vector<std::string> run_ranks(const Case& c,
                                    const std::function<void(int, Group&)>& f) {
   auto hub = InProcessHub::create(c.n, Millis(60000));
   std::vector<std::string> errors(static_cast<size_t>(c.n));
+  // The groups are destroyed only once every rank is done: libfabric's shm
+  // provider maps an endpoint's region once per process, so closing one
+  // rank's endpoint while a sibling thread still injects into it faults.
+  // Ranks in separate processes (every real job) map it each on their own.
+  std::vector<std::shared_ptr<Group>> groups(static_cast<size_t>(c.n));
   std::vector<std::thread> threads;
   for (int r = 0; r < c.n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto g = init(rank_config(c, r, *hub), true);
+        auto& g = groups[static_cast<size_t>(r)];
+        g = init(rank_config(c, r, *hub), true);
         f(r, *g);
       } catch (const Error& e) {
         errors[static_cast<size_t>(r)] =
@@ -108,6 +114,7 @@ std::vector<std::string> run_ranks(const Case& c,
   for (auto& t : threads) {
     t.join();
   }
+  groups.clear();
   return errors;
 }
 
@@ -254,6 +261,16 @@ TEST_P(OfiGroup, EveryCollectiveMatchesTheReference) {
 TEST_P(OfiGroup, DifferentOpsAreAProtocolErrorOnEveryRank) {
   REQUIRE_OFI();
   const Case& c = GetParam();
+  if (c.provider == "shm") {
+    // A failed rank closes its endpoints (cancelling what is posted into
+    // user memory) while its peers may still inject into it. The shm
+    // provider maps an endpoint's region once per process, so with threads
+    // as ranks that close unmaps what a sibling thread writes into (a
+    // fault seen here about once in 10 runs); ranks in separate processes
+    // each map it on their own. Faults/Mismatch.OfiShm* run this across
+    // processes.
+    GTEST_SKIP() << "ofi shm: covered across processes by Faults/Mismatch";
+  }
   std::vector<std::string> again(static_cast<size_t>(c.n));
   auto errors = run_ranks(c, [&](int r, Group& g) {
     std::vector<float> in(4096, 1.0f), out(4096 * static_cast<size_t>(c.n));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -290,11 +291,28 @@ struct Run {
   std::string all() const { return all_output(rs); }
 };
 
-std::vector<std::string> shm_leftovers(const std::vector<pid_t>& pids) {
+std::set<std::string> shm_names() {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+// before: what /dev/shm held before the job started. A region named after
+// one of the job's pids that was already there belongs to an earlier,
+// killed process whose pid was recycled (SIGKILLed ranks of the fault tests
+// leave theirs), not to this job.
+std::vector<std::string> shm_leftovers(const std::vector<pid_t>& pids,
+                                       const std::set<std::string>& before) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
     auto name = e.path().filename().string();
+    if (before.count(name) != 0) {
+      continue;
+    }
     for (pid_t p : pids) {
       if (name.rfind(std::to_string(p) + ":", 0) == 0) {
         found.push_back(name);
@@ -309,6 +327,7 @@ Run run_nodes(const std::string& mode, int n, const Provider& p, bool force,
               const std::map<int, std::string>& provider_of = {},
               const std::string& wires = "3") {
   TempDir dir;
+  const std::set<std::string> before = shm_names();
   auto job = Job::start(worker_path("ofi_node"), {mode}, n, [&](int r) {
     auto env = clean_rank_env(r, n);
     env["TEST_SC_DIR"] = dir / "sc";
@@ -328,7 +347,7 @@ Run run_nodes(const std::string& mode, int n, const Provider& p, bool force,
   for (int r = 0; r < n; ++r) {
     pids.push_back(job.pid(r));
   }
-  run.leftovers = shm_leftovers(pids);
+  run.leftovers = shm_leftovers(pids, before);
   return run;
 }
 
