@@ -8,18 +8,13 @@ repetition (order rotated per repetition) exactly like the core sweeps
 the same run: single-core memcpy (memcpy_bench) and the TCP loopback stream
 (iperf3), via compare's own ceilings().
 """
-import os
 import statistics
-import sys
 
 TITLE = "all_to_all: jaccl vs Open MPI MPI_Alltoall"
+# bench/compare itself (human, free_port, json_lines, loadavg, ...), set
+# on the module by load_sections before it runs.
+compare = globals()["compare"]
 LIBS = ["jaccl-shm", "mpi-sm", "jaccl-tcp", "mpi-tcp"]
-
-
-def _compare():
-    # bench/compare is the running script: its command builders and
-    # ceilings are reused so that the rows are timed the same way.
-    return sys.modules["__main__"]
 
 
 def _groups(quick):
@@ -31,17 +26,12 @@ def _groups(quick):
             ("4M", "16M", 4, 6, 20)]
 
 
-def _loadavg():
-    try:
-        return open("/proc/loadavg").read().split()[:3]
-    except OSError:
-        return []
-
-
 def run(ctx):
-    cmp = _compare()
+    # compare (set by bench/compare): its command builders and ceilings, so
+    # the rows are timed the same way as the core sweeps.
+    cmp = compare
     log, runner, exe = ctx["log"], ctx["run"], ctx["exe"]
-    res = {"load_before": _loadavg(), "rows": [], "errors": []}
+    res = {"load_before": compare.loadavg(), "rows": [], "errors": []}
     res["ceilings"] = cmp.ceilings(exe, ctx["quick"])
     reps = max(1, ctx["reps"])
     raw = []
@@ -78,16 +68,9 @@ def run(ctx):
             "busbw_gbps": statistics.median(x["busbw_gbps"] for x in js),
             "backend": js[0].get("backend"),
             "wrong": max(x.get("wrong", 0) for x in js)})
-    res["load_after"] = _loadavg()
+    res["load_after"] = compare.loadavg()
     res["quick"], res["reps"] = ctx["quick"], reps
     return res
-
-
-def _human(b):
-    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= k and b % k == 0:
-            return f"{b // k} {unit}"
-    return f"{b} B"
 
 
 def _us(v):
@@ -98,7 +81,7 @@ def render(res):
     L = []
     c = res.get("ceilings") or {}
     mem = c.get("memcpy_at") or {}
-    mems = ", ".join(f"{_human(int(k))} {v['memcpy_median_gbps']:.1f}"
+    mems = ", ".join(f"{compare.human(int(k))} {v['memcpy_median_gbps']:.1f}"
                      for k, v in sorted(mem.items(), key=lambda kv: int(kv[0])))
     L.append("float32 `all_to_all` (`jaccl-bench -o all_to_all`) against "
              "Open MPI's `MPI_Alltoall` (`mpi_bench -o all_to_all`), the "
@@ -148,7 +131,7 @@ def render(res):
                     w = worst[key]
                     worst[key] = x if w is None else min(w, x)
                 return f"{x:.2f}x"
-            L.append(f"| {_human(b)} | {us('jaccl-shm')} | {us('mpi-sm')} | "
+            L.append(f"| {compare.human(b)} | {us('jaccl-shm')} | {us('mpi-sm')} | "
                      f"{ratio('jaccl-shm', 'mpi-sm', 'shm')} | "
                      f"{us('jaccl-tcp')} | {us('mpi-tcp')} | "
                      f"{ratio('jaccl-tcp', 'mpi-tcp', 'tcp')} | "

@@ -4,35 +4,19 @@
 # all in one run, for tcp;ofi_rxm (loopback) and shm.
 import json
 import os
-import socket
 import subprocess
 import time
 
 TITLE = "ofi (libfabric): tcp;ofi_rxm and shm beside fi_pingpong"
+# bench/compare itself (human, free_port, json_lines, loadavg, ...), set
+# on the module by load_sections before it runs.
+compare = globals()["compare"]
 
 PROVIDERS = [
     {"name": "tcp;ofi_rxm", "domain": "lo", "key": "tcp_rxm"},
     {"name": "shm", "domain": "", "key": "shm"},
 ]
 PP_SIZES = [8, 65536, 1 << 20, 4 << 20, 16 << 20]
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _load():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-def _human(b):
-    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= k and b % k == 0:
-            return f"{b // k} {unit}"
-    return f"{b} B"
 
 
 def _iters(size, quick):
@@ -45,7 +29,7 @@ def _iters(size, quick):
 def fi_pingpong(p, size, iters, log):
     """One fi_pingpong -e rdm -m tagged run (server + client on loopback):
     {usec (half round trip), mbps (fi_pingpong's MB/sec, 1e6 bytes)}."""
-    port = _free_port()
+    port = compare.free_port()
     base = ["fi_pingpong", "-p", p["name"], "-e", "rdm", "-m", "tagged",
             "-I", str(iters), "-S", str(size)]
     if p["domain"]:
@@ -132,22 +116,14 @@ def jaccl_rows(ctx, p):
         lines = [l for l in str(e).splitlines() if l.strip()]
         why = [l for l in lines if "[jaccl]" in l] or lines[-1:] or [str(e)]
         return {"error": why[0][-300:]}
-    rows = []
-    for line in out.splitlines():
-        i = line.find("{")
-        if i >= 0:
-            try:
-                rows.append(json.loads(line[i:]))
-            except json.JSONDecodeError:
-                pass
-    return {"rows": rows}
+    return {"rows": compare.json_lines(out)}
 
 
 def run(ctx):
     log = ctx["log"]
     bdir = os.path.dirname(os.path.dirname(ctx["exe"]["run"]))
     worker = os.path.join(bdir, "tests", "workers", "ofi_node")
-    res = {"load_before": _load(), "providers": {}}
+    res = {"load_before": float(compare.loadavg()[0]), "providers": {}}
     try:
         ctx["run"](["cmake", "--build", bdir, "-j2", "--target",
                     "worker_ofi_node"], timeout=1800)
@@ -164,7 +140,7 @@ def run(ctx):
             r["raw_registered"] = raw_layer(ctx, worker, p, True)
         r["jaccl"] = jaccl_rows(ctx, p)
         res["providers"][p["key"]] = r
-    res["load_after"] = _load()
+    res["load_after"] = float(compare.loadavg()[0])
     return res
 
 
@@ -197,7 +173,7 @@ def render(res):
         L.append("|---|---|---|---|---|---|---|")
         for size in PP_SIZES:
             pp = r["fi_pingpong"].get(str(size))
-            cells = [_human(size)]
+            cells = [compare.human(size)]
             if size == 8:
                 cells.append(f"{pp['usec']:.1f} us" if pp else "failed")
                 cells.append(f"{raw[size]['half_rtt_us']:.1f} us"

@@ -4,30 +4,20 @@
 # endpoint layer was merged), alternated inside every repetition so both see
 # the same machine. The base is checked out with `git worktree` under
 # build-ab/ and built in Release like bench/compare's own build.
-import json
 import os
 import statistics
 import subprocess
 
 TITLE = "TCP before and after the endpoint layer (A/B, one alternating run)"
+# bench/compare itself (human, free_port, json_lines, loadavg, ...), set
+# on the module by load_sections before it runs.
+compare = globals()["compare"]
 
 BASE = os.environ.get("JACCL_AB_BASE", "2186b56")
 RANKS = (2, 4)
 GROUPS = [("8", "4K", 8, 50, 500), ("16K", "1M", 4, 10, 100),
           ("4M", "64M", 4, 3, 10)]
 QUICK_GROUPS = [("8", "8", 8, 20, 200), ("1M", "1M", 4, 3, 20)]
-
-
-def _load():
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-def _human(b):
-    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= k and b % k == 0:
-            return f"{b // k} {unit}"
-    return f"{b} B"
 
 
 def _base_build(ctx):
@@ -54,16 +44,8 @@ def _sweep(ctx, exe, n, g):
            "-o", "all_sum", "-b", lo, "-e", hi, "-f", str(f), "-w", str(w),
            "-n", str(it), "--json"]
     out, _, _ = ctx["run"](cmd, timeout=900)
-    rows = {}
-    for line in out.splitlines():
-        i = line.find("{")
-        if i >= 0:
-            try:
-                r = json.loads(line[i:])
-            except json.JSONDecodeError:
-                continue
-            rows[r["bytes"]] = r["avg_us"]
-    return rows
+    return {r["bytes"]: r["avg_us"] for r in compare.json_lines(out)
+            if "bytes" in r and "avg_us" in r}
 
 
 def run(ctx):
@@ -74,7 +56,7 @@ def run(ctx):
     res = {"base": BASE, "head": subprocess.run(
         ["git", "-C", ctx["root"], "rev-parse", "--short", "HEAD"],
         capture_output=True, text=True).stdout.strip(),
-        "load_before": _load(), "ranks": {}}
+        "load_before": float(compare.loadavg()[0]), "ranks": {}}
     for n in RANKS:
         samples = {"before": {}, "after": {}}
         for rep in range(reps):
@@ -89,7 +71,7 @@ def run(ctx):
                     for size, us in _sweep(ctx, exe, n, g).items():
                         samples[name].setdefault(str(size), []).append(us)
         res["ranks"][str(n)] = samples
-    res["load_after"] = _load()
+    res["load_after"] = float(compare.loadavg()[0])
     return res
 
 
@@ -114,7 +96,7 @@ def render(res):
         for size in sizes:
             b = statistics.median(s["before"][size])
             a = statistics.median(s["after"][size])
-            L.append(f"| {_human(int(size))} | {cell(s['before'][size])} | "
+            L.append(f"| {compare.human(int(size))} | {cell(s['before'][size])} | "
                      f"{cell(s['after'][size])} | {a / b:.2f} |")
         L.append("")
     L.append("Below 1.00: the new code is faster. A ratio whose two ranges "

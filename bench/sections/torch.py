@@ -7,25 +7,21 @@ Ceiling: memcpy bandwidth (memcpy_bench) measured in the same run.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 
 TITLE = "PyTorch: torch.distributed all_reduce, jaccl vs gloo"
+# bench/compare itself (human, free_port, json_lines, loadavg, ...), set
+# on the module by load_sections before it runs.
+compare = globals()["compare"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANK = os.path.join(os.path.dirname(os.path.dirname(HERE)), "torch",
                     "bench_rank.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
-def _port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _job(n, module_dir, quick, reps, log):
-    port = _port()
+    port = compare.free_port()
     procs = []
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("JACCL_", "MLX_"))}
@@ -57,20 +53,13 @@ def _job(n, module_dir, quick, reps, log):
     return lines
 
 
-def _loadavg():
-    try:
-        return open("/proc/loadavg").read().split()[:3]
-    except OSError:
-        return []
-
-
 def run(ctx):
     log, runner = ctx["log"], ctx["run"]
     bdir = os.path.dirname(os.path.dirname(ctx["exe"]["run"]))
     runner(["cmake", "--build", bdir, "-j2", "--target", "jaccl_torch"],
            timeout=3600)
     module_dir = os.path.join(bdir, "torch")
-    res = {"load_before": _loadavg(), "jobs": {}}
+    res = {"load_before": compare.loadavg(), "jobs": {}}
     mb = ctx["exe"].get("memcpy_bench")
     if mb and os.path.exists(mb):
         out, _, _ = runner([mb, "64", "10" if ctx["quick"] else "30"])
@@ -80,17 +69,10 @@ def run(ctx):
     for n in (2, 4):
         log(f"== torch section: {n} ranks")
         res["jobs"][str(n)] = _job(n, module_dir, ctx["quick"], reps, log)
-    res["load_after"] = _loadavg()
+    res["load_after"] = compare.loadavg()
     res["quick"] = ctx["quick"]
     res["reps"] = reps
     return res
-
-
-def _human(b):
-    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= k and b % k == 0:
-            return f"{b // k} {unit}"
-    return f"{b} B"
 
 
 def _us(s):
@@ -135,7 +117,7 @@ def render(res):
                 continue
             b = r["bytes"]
             bus = _gbps(b, r["jaccl"]) * 2 * (nn - 1) / nn
-            L.append(f"| {_human(b)} | {_us(r['jaccl'])} | "
+            L.append(f"| {compare.human(b)} | {_us(r['jaccl'])} | "
                      f"{_us(r['jaccl-tcp'])} | {_us(r['gloo'])} | "
                      f"{bus:.2f} | {r['gloo'] / r['jaccl']:.1f}x | "
                      f"{r['gloo'] / r['jaccl-tcp']:.1f}x |")
