@@ -11,11 +11,10 @@
 
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "bootstrap/in_process.h"
 #include "jaccl/jaccl.h"
+#include "support/thread_ranks.h"
 
 namespace jaccl::detail {
 namespace {
@@ -32,39 +31,21 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
-// Runs f(group) on one thread per rank, each with its own jaccl::init;
-// returns each rank's error ("Kind: what"; "" = none).
+// Runs f(group) on one thread per rank (support/thread_ranks.h).
 std::vector<std::string> run_ranks(const Case& c,
                                    const std::function<void(Group&)>& f) {
-  auto hub = InProcessHub::create(c.n, Millis(60000));
-  std::vector<std::string> errors(static_cast<size_t>(c.n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < c.n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
+  return test::run_thread_ranks(
+      c.n,
+      [&](int) {
         Config cfg;
-        cfg.set_rank(r)
-            .set_size(c.n)
-            .set_transport(c.transport)
+        cfg.set_transport(c.transport)
             .set_wires(c.wires)
             .set_interface("127.0.0.1")
             .set_timeout(60s)
-            .set_op_timeout(60s)
-            .set_all_gather_factory(hub->factory());
-        auto g = init(cfg, true);
-        f(*g);
-      } catch (const Error& e) {
-        errors[static_cast<size_t>(r)] =
-            std::string(to_string(e.kind())) + ": " + e.what();
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) {
-    t.join();
-  }
-  return errors;
+            .set_op_timeout(60s);
+        return cfg;
+      },
+      [&](int, Group& g) { f(g); });
 }
 
 uint8_t byte_of(int from, int to, size_t i) {

@@ -7,12 +7,10 @@
 // blocked, uneven, three hosts), faults (a rank or a host leader SIGKILLed,
 // ranks calling different ops) and JACCL_TRANSPORT=tcp across namespaces.
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -20,6 +18,7 @@
 
 #include "collectives/hier_group.h"
 #include "support/fixtures.h"
+#include "support/ipc_hosts.h"
 #include "support/netns.h"
 #include "support/proc.h"
 
@@ -52,54 +51,10 @@ TEST(HostMap, GroupsRanksByHostInFirstRankOrder) {
   EXPECT_EQ(m.size(), 5);
 }
 
-// ---- IPC namespaces as hosts ----------------------------------------------
+// ---- IPC namespaces as hosts (tests/support/ipc_hosts.h) -----------------
 
-// One persistent IPC namespace per host, bound to a file; unmounted at the
-// end.
-class Hosts {
- public:
-  explicit Hosts(int count) {
-    for (int h = 0; h < count; ++h) {
-      std::string f = (fs::path(dir_.path()) / ("host" + std::to_string(h)));
-      std::ofstream(f).put('\n');
-      auto r = jaccl::test::run("unshare", {"--ipc=" + f, "true"}, {}, 10s);
-      if (!r.exited_ok()) {
-        error_ = "unshare --ipc=FILE failed: " + r.describe() + ": " + r.output;
-        return;
-      }
-      files_.push_back(f);
-    }
-  }
-  ~Hosts() {
-    for (const auto& f : files_)
-      ::umount2(f.c_str(), MNT_DETACH);
-  }
-  const std::string& error() const { return error_; }
-  const std::string& file(int h) const {
-    return files_[static_cast<size_t>(h)];
-  }
-
- private:
-  TempDir dir_;
-  std::vector<std::string> files_;
-  std::string error_;
-};
-
-// Runs n copies of worker (args) with rank r inside host host_of[r].
-Job start_on_hosts(const Hosts& hosts, const std::vector<int>& host_of,
-                   const std::string& worker,
-                   const std::vector<std::string>& args,
-                   const std::function<Env(int)>& env) {
-  std::vector<std::string> sh = {
-      "-c", "exec nsenter --ipc=\"$HIER_HOST\" -- \"$0\" \"$@\"", worker};
-  sh.insert(sh.end(), args.begin(), args.end());
-  const int n = static_cast<int>(host_of.size());
-  return Job::start("/bin/sh", sh, n, [&](int r) {
-    Env e = env(r);
-    e["HIER_HOST"] = hosts.file(host_of[static_cast<size_t>(r)]);
-    return e;
-  });
-}
+using Hosts = jaccl::test::IpcHosts;
+using jaccl::test::start_on_hosts;
 
 int host_count(const std::vector<int>& host_of) {
   return *std::max_element(host_of.begin(), host_of.end()) + 1;

@@ -19,13 +19,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "bootstrap/in_process.h"
 #include "jaccl/jaccl.h"
 #include "support/fixtures.h"
 #include "support/proc.h"
+#include "support/thread_ranks.h"
 #include "transport/ofi/ofi_fabric.h"
 
 namespace jaccl::detail {
@@ -66,7 +65,7 @@ Config::DeviceMatrix loopback_devices(int n) {
   return m;
 }
 
-Config rank_config(const Case& c, int r, InProcessHub& hub) {
+Config rank_config(const Case& c, int r) {
   Config cfg;
   cfg.set_rank(r)
       .set_size(c.n)
@@ -76,8 +75,7 @@ Config rank_config(const Case& c, int r, InProcessHub& hub) {
       .set_wires(c.wires)
       .set_interface("127.0.0.1")
       .set_timeout(60s)
-      .set_op_timeout(120s)
-      .set_all_gather_factory(hub.factory());
+      .set_op_timeout(120s);
   cfg.prefer_ring(c.ring);
   if (c.provider.rfind("tcp", 0) == 0) {
     cfg.set_devices(loopback_devices(c.n));
@@ -85,37 +83,11 @@ Config rank_config(const Case& c, int r, InProcessHub& hub) {
   return cfg;
 }
 
-// Runs f(rank, group) on one thread per rank, each with its own
-// jaccl::init; returns each rank's error ("Kind: what"; "" = none).
+// Runs f(rank, group) on one thread per rank (support/thread_ranks.h).
 std::vector<std::string> run_ranks(const Case& c,
                                    const std::function<void(int, Group&)>& f) {
-  auto hub = InProcessHub::create(c.n, Millis(60000));
-  std::vector<std::string> errors(static_cast<size_t>(c.n));
-  // The groups are destroyed only once every rank is done: libfabric's shm
-  // provider maps an endpoint's region once per process, so closing one
-  // rank's endpoint while a sibling thread still injects into it faults.
-  // Ranks in separate processes (every real job) map it each on their own.
-  std::vector<std::shared_ptr<Group>> groups(static_cast<size_t>(c.n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < c.n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto& g = groups[static_cast<size_t>(r)];
-        g = init(rank_config(c, r, *hub), true);
-        f(r, *g);
-      } catch (const Error& e) {
-        errors[static_cast<size_t>(r)] =
-            std::string(to_string(e.kind())) + ": " + e.what();
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) {
-    t.join();
-  }
-  groups.clear();
-  return errors;
+  return test::run_thread_ranks(
+      c.n, [&](int r) { return rank_config(c, r); }, f);
 }
 
 // Small integers: exact in float32 under any summation order.
