@@ -158,7 +158,10 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
       std::exception_ptr err;
       ~Finish() {
         std::lock_guard<std::mutex> lock(c.mu);
-        c.error = err;
+        // Moved, not copied: the exception is then released only by the
+        // caller's thread (libstdc++ counts exception_ptr references in
+        // code TSan cannot see, so a release here raced a catch there).
+        c.error = std::move(err);
         c.exited = !returned;
         c.done = true;
         c.cv.notify_all();
@@ -187,7 +190,9 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
           ctx);
   }
   if (call->error) {
-    rethrow_as_error(call->error, ErrorKind::Io, what + " threw", ctx);
+    std::exception_ptr error = std::move(call->error);
+    lock.unlock();
+    rethrow_as_error(error, ErrorKind::Io, what + " threw", ctx);
   }
   std::memcpy(dst, call->out.data(), call->out.size());
 }

@@ -15,8 +15,6 @@
 
 namespace jaccl::detail {
 
-uint64_t config_fingerprint(const Config& cfg);  // init.cpp
-
 namespace {
 
 // An error of the parent while it carries the child's set-up: its message

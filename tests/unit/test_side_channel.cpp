@@ -25,12 +25,8 @@
 
 #include "bootstrap/in_process.h"
 #include "bootstrap/side_channel.h"
+#include "group/make_group.h"
 #include "jaccl/jaccl.h"
-
-namespace jaccl::detail {
-// Defined in src/init.cpp.
-uint64_t config_fingerprint(const Config& cfg);
-}  // namespace jaccl::detail
 
 namespace jaccl::detail {
 namespace {
