@@ -69,6 +69,16 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     spin_until_ns_ = now_ns() + static_cast<long long>(spin_us) * 1000;
     backoff_us_ = kMinBackoffUs;
   }
+  if (driven_ && items_.empty() && spin_us > 0 && now_ns() < spin_until_ns_) {
+    // Spinning on driven links only: nothing for poll() to watch but the
+    // failure's wake fd, whose flag reads without a system call (ofi shm
+    // 8-byte all_sum: one poll per op was a third of its latency).
+    state.throw_if_failed();
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+    return true;
+  }
   items_.push_back({state.wake_fd(), POLLIN, 0});
   auto* fds = reinterpret_cast<pollfd*>(items_.data());
   const nfds_t n = static_cast<nfds_t>(items_.size());
