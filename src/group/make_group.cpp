@@ -189,6 +189,12 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
     return make_hier_group(cfg, sc, std::move(conns), std::move(plan.map),
                            use_ofi ? ofi.get() : nullptr);
   }
+  // The side channel goes away when init returns: one barrier more proves
+  // every rank has left setup_tcp's, so nobody is still reading it. (The
+  // shared-memory layouts' own calls follow instead.)
+  if (cfg.get_size() > 1) {
+    sc.barrier();
+  }
   if (use_ofi) {
     JACCL_LOG(Info, "rank " << rank << ": ofi data plane ready ("
                             << cfg.get_size() << " ranks, provider "
