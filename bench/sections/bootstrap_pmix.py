@@ -224,11 +224,17 @@ def render(res):
         "~5 ms but every get then asks the server, which is slower from 8 "
         "ranks up, so jaccl leaves it alone).",
         "",
+        "A round's cost grows with the ranks (\"floor: round\": every rank "
+        "must be scheduled on the 2 cores for each fence), and from 32 ranks "
+        "up the rounds are most of the floor: at scale the number of rounds "
+        "is what counts.",
+        "",
         "Is 1.2x of `srun true` reachable here? Not through `srun "
         "--mpi=pmix`: Slurm's PMIx step set-up alone (`srun --mpi=pmix "
         "true`) is already above 1.2x `srun true`, and the PMIx floor adds "
-        "PMIx_Init and the fences on top; the remaining gap to the floor is "
-        "jaccl's own (mostly the shared-memory segment).",
+        "PMIx_Init and the fences on top, so the floor itself is 1.4x or "
+        "more; jaccl's part is the gap between the floor and srun + "
+        "`pmix://` (\"vs PMIx floor\"), mostly the shared-memory segment.",
     ]
     if any(x.startswith("mpirun_true") for x in res["notes"]):
         out += [
