@@ -2,7 +2,9 @@
 #include "collectives/mesh.h"
 
 #include <cstring>
+#include <vector>
 
+#include "collectives/all_to_all.h"
 #include "collectives/ring_math.h"
 #include "jaccl/types.h"
 
@@ -78,13 +80,17 @@ void all_gather(Links& l, const OpContext& ctx, const void* in, void* out,
   if (mine != in) {
     std::memmove(mine, in, n_bytes);
   }
-  for (int p = 0; p < l.size; ++p) {
-    if (p != l.rank) {
-      l.add_send(p, 0, ctx, mine, n_bytes);
-      l.add_recv(p, 0, dst + p * n_bytes, n_bytes);
-    }
+  // The block goes to every peer as an all_to_all block would: in step
+  // order (rank + k), large ones split over the pair's wires.
+  std::vector<a2a::Block> blocks;
+  blocks.reserve(2 * static_cast<size_t>(l.size));
+  for (int k = 1; k < l.size; ++k) {
+    const int to = (l.rank + k) % l.size;
+    const int from = (l.rank - k + l.size) % l.size;
+    blocks.push_back({to, mine, n_bytes, nullptr, 0});
+    blocks.push_back({from, nullptr, 0, dst + from * n_bytes, n_bytes});
   }
-  l.run(ctx);
+  a2a::exchange(l, ctx, blocks);
 }
 
 void barrier(Links& l, const OpContext& ctx) {

@@ -95,8 +95,10 @@ class NetGroup final : public Group {
       std::memmove(out, in, n);
       return;
     }
-    const bool use_ring = prefer_ring_ || total > mesh_max_bytes(links_.size);
+    const bool use_ring = prefer_ring_ || (links_.size > kMeshGatherMaxRanks &&
+                                           total > mesh_max_bytes(links_.size));
     OpContext ctx = make_ctx(OpKind::AllGather, -1, n, use_ring);
+    ctx.desc.streams = static_cast<uint8_t>(streams_);
     guarded([&] {
       if (use_ring) {
         ring_->run(ring::Mode::AllGather, ctx, ReduceOp::Sum, -1, in, out, n);

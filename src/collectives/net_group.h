@@ -35,6 +35,18 @@ namespace jaccl::detail {
 // with more ranks the mesh moves (size-1)/2 times more bytes per rank.
 // Above ~4 MiB both paths hit the same loopback ceiling on that box
 // (~400-500 MB/s bus bandwidth).
+//
+// all_gather is the exception: there the mesh moves exactly the ring's
+// bytes (each rank's block to every peer), in one step, from one thread,
+// with large blocks split over the wires. Measured on the 2026-12-01 VM
+// (loopback, 2 wires, busbw GB/s, 2 alternating runs, load 3.5-4.6):
+// 2 ranks 1 MiB ring 1.05 mesh 1.87 (Open MPI-TCP 1.87), 4 MiB 0.91 /
+// 1.45 (1.85); 4 ranks 256 KiB 0.34 / 0.51 (0.20), 4 MiB 0.65 / 0.72
+// (0.36). So all_gather takes the mesh at every size up to
+// kMeshGatherMaxRanks ranks; above that the ring keeps each rank's
+// concurrent flows to its two neighbours (not measured: loopback on two
+// cores says nothing about incast on a real fabric).
+inline constexpr int kMeshGatherMaxRanks = 8;
 #ifdef JACCL_MESH_MAX_BYTES  // build-time tuning knob, for measuring
 constexpr size_t mesh_max_bytes(int) {
   return JACCL_MESH_MAX_BYTES;

@@ -177,7 +177,7 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
     JACCL_LOG(Info, "rank " << who(rank_) << ": cannot read rank " << who(whom)
                             << "'s memory (process_vm_readv: "
                             << (why != 0 ? std::strerror(why) : "other data")
-                            << "): all_to_all stages every block");
+                            << "): all_to_all and all_gather stage every block");
   }
   return direct_ == 1;
 }

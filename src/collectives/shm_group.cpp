@@ -13,6 +13,7 @@
 
 #include "collectives/shm_copy.h"
 #include "common/error.h"
+#include "common/log.h"
 
 namespace jaccl::detail {
 
@@ -20,6 +21,9 @@ namespace {
 
 constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
 constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
+// all_gather may read peers' inputs directly (process_vm_readv) from here:
+// below, the system call and the page pinning cost more than a copy.
+constexpr size_t kDirectGatherBytes = 64 * 1024;
 
 // Large ops move data in chunks meant to stay in cache between staging and
 // copy-out: one core's L2 (read from sysfs; `getconf` may report another
@@ -248,8 +252,29 @@ void ShmGroup::step(const OpDesc& d) {
             {.rank = who(rank_), .peer = who(q)});
     }
   }
-  if (tuner_.reported())
+  if (tuner_.reported()) {
     tuner_.absorb(slowest);
+    log_decision();
+  }
+}
+
+void ShmGroup::log_decision() const {
+  int kind = 0, ways = 0;
+  size_t cls = 0;
+  ShmStrategy pick{};
+  std::array<double, kShmWays> ns{};
+  if (rank_ != 0 || !tuner_.decided(&kind, &cls, &pick, &ns, &ways))
+    return;
+  static const char* const kKinds[] = {"all_sum", "all_gather", "broadcast",
+                                       "all_to_all"};
+  std::ostringstream msg;
+  msg << "shm " << kKinds[kind] << " from " << (size_t(1) << cls) << " bytes"
+      << ": " << shm_strategy_name(pick) << " (slowest rank, ns/byte:";
+  for (int w = 0; w < ways; ++w)
+    msg << " " << shm_strategy_name(static_cast<ShmStrategy>(w + 1)) << " "
+        << ns[static_cast<size_t>(w)];
+  msg << ")";
+  JACCL_LOG(Debug, msg.str());
 }
 
 void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
@@ -371,11 +396,42 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     OpDesc d{kAllGather, -1, n, 0, 0, 0};
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
+    if (getenv("PROTO_AG_DIRECT") && n >= 65536 && size_ > 1 &&
+        a2a_direct_ok(d)) {
+      const auto P = static_cast<size_t>(size_);
+      a2a_scratch_.resize(4 * P);
+      size_t* cnt = a2a_scratch_.data();
+      size_t* soff = cnt + P;
+      size_t* roff = soff + P;
+      size_t* poff = roff + P;
+      for (size_t q = 0; q < P; ++q) {
+        cnt[q] = n;
+        soff[q] = 0;
+        roff[q] = q * n;
+        poff[q] = 0;
+      }
+      a2a_direct(d, src, cnt, soff, dst, cnt, roff, poff);
+      return;
+    }
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
+    // Direct reads are a fourth way from kDirectGatherBytes, where the
+    // probe allows them (one probe per group, the same verdict everywhere).
+    const int ways = large && n >= kDirectGatherBytes && size_ > 1 &&
+                             (tuner_.forced() == ShmStrategy::Auto ||
+                              tuner_.forced() == ShmStrategy::Direct) &&
+                             a2a_direct_ok(d)
+                         ? kShmWays
+                         : kStoreWays;
     const ShmWay way =
-        large ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess)) : ShmWay{};
+        large ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess), ways)
+              : ShmWay{};
+    if (way.direct && ways == kShmWays) {
+      gather_direct(d, src, dst, n);
+      tuner_.finish(now_ns() - t0);
+      return;
+    }
     const bool stream = way.stream_out;
     // Cache-sized chunks pay off once the output streams to DRAM; below,
     // whole slots mean fewer syncs (256 KiB .. 1 MiB: ~15 % faster).
@@ -394,6 +450,24 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     if (large)
       tuner_.finish(now_ns() - t0);
   });
+}
+
+void ShmGroup::gather_direct(const OpDesc& d, const char* src, char* dst,
+                             size_t n) {
+  // all_gather as an all_to_all whose every block is the whole input.
+  const auto P = static_cast<size_t>(size_);
+  a2a_scratch_.resize(4 * P);
+  size_t* counts = a2a_scratch_.data();
+  size_t* soff = counts + P;
+  size_t* roff = soff + P;
+  size_t* peer_off = roff + P;
+  for (size_t q = 0; q < P; ++q) {
+    counts[q] = n;
+    soff[q] = 0;
+    roff[q] = q * n;
+    peer_off[q] = 0;
+  }
+  a2a_direct(d, src, counts, soff, dst, counts, roff, peer_off);
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {

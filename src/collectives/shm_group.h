@@ -84,6 +84,8 @@ class ShmGroup : public Group {
   // Publishes d for the next step, arrives, waits for every rank, and checks
   // that every rank announced the same op.
   void step(const OpDesc& d);
+  // The host's first rank logs each size class's choice (JACCL_LOG=debug).
+  void log_decision() const;
   // Runs body, turning any failure into the group's failure.
   template <class F>
   void guarded(const char* what, F&& body);
@@ -100,6 +102,8 @@ class ShmGroup : public Group {
   void a2a_direct(const OpDesc& d, const char* in, const size_t* send,
                   const size_t* soff, char* out, const size_t* recv,
                   const size_t* roff, const size_t* peer_off);
+  // all_gather's direct way: every peer's input read into the output.
+  void gather_direct(const OpDesc& d, const char* src, char* dst, size_t n);
   // Whether every rank of the host can read every peer's memory (probed
   // on the first large all_to_all, the same verdict on every rank).
   bool a2a_direct_ok(const OpDesc& d);

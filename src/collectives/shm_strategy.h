@@ -5,6 +5,15 @@
 //   stream-stage  non-temporal stores for staging (what the peers read),
 //                 ordinary ones for the copy into the caller's output;
 //   stream        non-temporal stores for both.
+// all_gather has a fourth, when the host's ranks may read each other's
+// memory (the same probe as all_to_all's direct blocks) and do not
+// outnumber the cores:
+//   direct        every rank reads each peer's block straight out of the
+//                 peer's input (process_vm_readv, Open MPI's single copy)
+//                 instead of the peer staging it; other ops store as cached.
+// Whether one kernel copy beats two user copies depends on the machine
+// (page pinning per call against a second pass over the data): on the
+// 2026-12-01 VM process_vm_readv moved 7-9 GB/s where memcpy did 25-30.
 // Non-temporal staging sends the lines to memory, so a peer reads them from
 // there instead of pulling them out of this core's cache; non-temporal
 // copy-out skips reading each output line first and does not evict the
@@ -16,8 +25,10 @@
 // the host's 256 MiB L3 instead of the VM's 32 MiB; on the machine of
 // 2026-11-30 cached copy-out was ahead up to 4 MiB. So, unless a strategy is
 // forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
-// power-of-two size class, its first six calls (the guess, the two others,
-// then the two others and the guess again, so drift cancels), publishes
+// power-of-two size class, 2k calls for the k ways the op may take (six,
+// or eight with direct: the guess, the others, then the others and the
+// guess again in mirrored order, so drift cancels) after two untimed warm
+// calls, publishes
 // each call's time at the next sync step, and from then on uses the way
 // with the lowest time per byte (the slowest rank's time, best of its
 // samples). The decision is a pure function of values every rank reads from
@@ -36,9 +47,11 @@ enum class ShmStrategy : uint32_t {
   Auto = 0,
   Cached = 1,
   StreamStage = 2,
-  Stream = 3
+  Stream = 3,
+  Direct = 4
 };
-inline constexpr int kShmWays = 3;  // the strategies other than Auto
+inline constexpr int kShmWays = 4;    // the strategies other than Auto
+inline constexpr int kStoreWays = 3;  // those every large op has
 
 inline const char* shm_strategy_name(ShmStrategy s) {
   switch (s) {
@@ -50,14 +63,18 @@ inline const char* shm_strategy_name(ShmStrategy s) {
       return "stream-stage";
     case ShmStrategy::Stream:
       return "stream";
+    case ShmStrategy::Direct:
+      return "direct";
   }
   return "unknown";
 }
 
-// "auto", "cached", "stream-stage", "stream"; false if none of these.
+// "auto", "cached", "stream-stage", "stream", "direct"; false if none of
+// these.
 inline bool parse_shm_strategy(const char* text, ShmStrategy* out) {
-  for (ShmStrategy s : {ShmStrategy::Auto, ShmStrategy::Cached,
-                        ShmStrategy::StreamStage, ShmStrategy::Stream}) {
+  for (ShmStrategy s :
+       {ShmStrategy::Auto, ShmStrategy::Cached, ShmStrategy::StreamStage,
+        ShmStrategy::Stream, ShmStrategy::Direct}) {
     const char* a = text;
     const char* b = shm_strategy_name(s);
     while (*a != '\0' && *a == *b) {
@@ -76,10 +93,12 @@ inline bool parse_shm_strategy(const char* text, ShmStrategy* out) {
 struct ShmWay {
   bool stream_stage = false;
   bool stream_out = false;
+  bool direct = false;  // all_gather reads the peers' inputs (else cached)
 };
 
 inline ShmWay shm_way(ShmStrategy s) {
-  return ShmWay{s != ShmStrategy::Cached, s == ShmStrategy::Stream};
+  return ShmWay{s == ShmStrategy::StreamStage || s == ShmStrategy::Stream,
+                s == ShmStrategy::Stream, s == ShmStrategy::Direct};
 }
 
 class ShmTuner {
@@ -98,24 +117,41 @@ class ShmTuner {
   ShmStrategy forced() const { return forced_; }
 
   // How the large op about to start (kind, `bytes` of the caller's message)
-  // moves its data. `guess` is the heuristic choice, measured first.
-  // Remembers the op, so that finish() can record its time.
-  ShmWay begin(Kind kind, size_t bytes, ShmStrategy guess) {
+  // moves its data. `guess` is the heuristic choice, measured first;
+  // `ways` how many of the strategies this op may take (kStoreWays, or
+  // kShmWays where direct is possible: the same on every rank, and the
+  // same for every call of a size class). Remembers the op, so that
+  // finish() can record its time.
+  ShmWay begin(Kind kind, size_t bytes, ShmStrategy guess,
+               int ways = kStoreWays) {
     if (forced_ != ShmStrategy::Auto) {
       return shm_way(forced_);
     }
     Class& c = table_[kind][class_of(bytes)];
+    if (c.calls == 0)
+      c.ways = ways;
+    const int nw = c.ways;
     // Trial order: guess, then the others in order; mirrored.
     int order[kShmWays];
     order[0] = static_cast<int>(guess) - 1;
-    for (int w = 0, k = 1; w < kShmWays; ++w) {
+    for (int w = 0, k = 1; w < nw; ++w) {
       if (w != order[0])
         order[k++] = w;
     }
-    const uint32_t idx = c.calls++;
+    const auto trials = static_cast<uint32_t>(2 * nw);
+    const uint32_t call = c.calls++;
     int pick = order[0];
-    if (idx < 2 * kShmWays) {
-      pick = idx < kShmWays ? order[idx] : order[2 * kShmWays - 1 - idx];
+    if (call < kWarmCalls) {
+      // Untimed: the first calls on fresh buffers run several times slower
+      // than the tenth whatever the way (page faults, caches, TLB: 776,
+      // 668, 230 then ~120 us for 512 KiB all_gathers on the 2026-12-01
+      // VM), and would decide the trials.
+      timing_ = false;
+      return shm_way(guess);
+    }
+    const uint32_t idx = call - kWarmCalls;
+    if (idx < trials) {
+      pick = idx < trials / 2 ? order[idx] : order[trials - 1 - idx];
     } else {
       pick = best_of(c, order[0]);
     }
@@ -157,6 +193,28 @@ class ShmTuner {
     if (c.samples[done_.pick] == 0 || per_byte < best)
       best = per_byte;
     ++c.samples[done_.pick];
+    uint32_t taken = 0;
+    for (int w = 0; w < c.ways; ++w)
+      taken += c.samples[static_cast<size_t>(w)];
+    if (taken == static_cast<uint32_t>(2 * c.ways))
+      decided_ = done_;  // the last trial's time: the class has chosen
+    else
+      decided_.kind = -1;
+  }
+
+  // After absorb(): the op kind and size class whose trials just ended, the
+  // choice and the ns per byte of each way (logs); false otherwise.
+  bool decided(int* kind, size_t* cls, ShmStrategy* pick,
+               std::array<double, kShmWays>* ns_per_byte, int* ways) const {
+    if (decided_.kind < 0)
+      return false;
+    const Class& c = table_[decided_.kind][decided_.cls];
+    *kind = decided_.kind;
+    *cls = decided_.cls;
+    *pick = static_cast<ShmStrategy>(best_of(c, 0) + 1);
+    *ns_per_byte = c.best;
+    *ways = c.ways;
+    return true;
   }
   bool reported() const { return reported_; }
 
@@ -166,14 +224,17 @@ class ShmTuner {
     if (forced_ != ShmStrategy::Auto)
       return forced_;
     const Class& c = table_[kind][class_of(bytes)];
-    if (c.calls < 2 * kShmWays)
+    if (c.calls < kWarmCalls + static_cast<uint32_t>(2 * c.ways))
       return ShmStrategy::Auto;
-    for (int w = 0; w < kShmWays; ++w) {
+    for (int w = 0; w < c.ways; ++w) {
       if (c.samples[w] == 0)
         return ShmStrategy::Auto;
     }
     return static_cast<ShmStrategy>(best_of(c, 0) + 1);
   }
+
+  // Calls of each size class that run the guess untimed before the trials.
+  static constexpr uint32_t kWarmCalls = 2;
 
   static size_t class_of(size_t bytes) {
     size_t k = 0;
@@ -186,6 +247,7 @@ class ShmTuner {
   static constexpr size_t kClasses = 48;
   struct Class {
     uint32_t calls = 0;
+    int ways = kStoreWays;  // fixed by the first call
     std::array<uint32_t, kShmWays> samples{};
     std::array<double, kShmWays> best{};  // ns per byte, lowest seen
   };
@@ -193,7 +255,7 @@ class ShmTuner {
   // `fallback` if none is measured yet.
   static int best_of(const Class& c, int fallback) {
     int pick = -1;
-    for (int w = 0; w < kShmWays; ++w) {
+    for (int w = 0; w < c.ways; ++w) {
       if (c.samples[w] != 0 && (pick < 0 || c.best[w] < c.best[pick]))
         pick = w;
     }
@@ -207,8 +269,9 @@ class ShmTuner {
     int pick = 0;
     size_t bytes = 1;
   };
-  Record cur_;   // the op begun last
-  Record done_;  // the op whose time is being reported
+  Record cur_;                   // the op begun last
+  Record done_;                  // the op whose time is being reported
+  Record decided_{-1, 0, 0, 1};  // the class that decided at the last absorb
   bool timing_ = false;
   bool reported_ = false;
   uint64_t report_ = 0;

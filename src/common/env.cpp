@@ -44,7 +44,7 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
     {EnvVar::ShmBudget, "JACCL_SHM_BUDGET", nullptr, "64",
      "MiB of shared memory the ranks of one host may use"},
     {EnvVar::ShmStrategy, "JACCL_SHM_STRATEGY", nullptr, "auto",
-     "large shm ops' stores: auto, cached, stream-stage or stream"},
+     "large shm ops' stores: auto, cached, stream-stage, stream or direct"},
     {EnvVar::OfiProvider, "JACCL_OFI_PROVIDER", nullptr, "(best found)",
      "libfabric provider of the ofi transport, e.g. tcp;ofi_rxm, shm, "
      "verbs;ofi_rxm, efa"},

@@ -137,6 +137,9 @@ class WaitSet {
   }
   // Starts a new spin window (call when the links made progress).
   void progressed() { spinning_ = false; }
+  // Whether the next wait() still spins (a new window, or one not yet
+  // over): a driven link can then skip arming its descriptor.
+  bool spinning() const;
   // Waits: true when a link may progress (or the spin window asks for
   // another round of progress), false when the deadline expired. Rethrows
   // the group's failure when woken by it.

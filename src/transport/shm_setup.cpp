@@ -45,7 +45,7 @@ ShmStrategy shm_strategy(int rank) {
   if (v != nullptr && !parse_shm_strategy(v, &s)) {
     raise(ErrorKind::Config,
           std::string("JACCL_SHM_STRATEGY='") + v +
-              "' is not one of auto, cached, stream-stage, stream",
+              "' is not one of auto, cached, stream-stage, stream, direct",
           {.rank = rank});
   }
   return s;

@@ -51,6 +51,10 @@ void WaitSet::add_fd(int fd, bool read, bool write) {
   items_.push_back({fd, ev, 0});
 }
 
+bool WaitSet::spinning() const {
+  return !spinning_ || now_ns() < spin_until_ns_;
+}
+
 bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
                    const char* op, int rank) {
   static_assert(sizeof(Item) == sizeof(pollfd));

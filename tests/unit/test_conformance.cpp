@@ -150,16 +150,17 @@ TEST_P(Conformance, EveryRankMatchesTheReference) {
 }
 
 // The shared-memory group with each strategy (JACCL_SHM_STRATEGY: auto
-// measures and switches, cached, stream-stage and stream force one): every
-// rank
-// matches the reference bitwise under each, and each rank's results are
-// bit-identical across the three (the digest of every result it checked).
+// measures and switches, cached, stream-stage, stream and direct force
+// one): every rank matches the reference bitwise under each, and each
+// rank's results are bit-identical across them (the digest of every result
+// it checked).
 class ShmStrategies : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
   const int n = GetParam();
   std::map<std::string, std::vector<std::string>> digests;
-  for (const char* strategy : {"auto", "cached", "stream-stage", "stream"}) {
+  for (const char* strategy :
+       {"auto", "cached", "stream-stage", "stream", "direct"}) {
     Launch l{std::string("Shm_N") + std::to_string(n) + "_" + strategy,
              n,
              "shm",
@@ -199,6 +200,7 @@ TEST_P(ShmStrategies, BitIdenticalUnderEveryStrategy) {
   EXPECT_EQ(digests["cached"], digests["auto"]);
   EXPECT_EQ(digests["stream-stage"], digests["auto"]);
   EXPECT_EQ(digests["stream"], digests["auto"]);
+  EXPECT_EQ(digests["direct"], digests["auto"]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmStrategies,

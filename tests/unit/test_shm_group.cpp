@@ -347,9 +347,9 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
   const std::vector<size_t> counts = {(size_t(40) << 10) / 4 + 3,
                                       (size_t(1) << 20) / 4 + 17,
                                       (size_t(3) << 20) / 4 + 1};
-  // strategy -> rank -> FNV-1a of the outputs of all calls
-  std::vector<std::vector<uint64_t>> bits(4);
-  for (int st = 0; st < 4; ++st) {
+  // strategy -> rank -> FNV-1a of the outputs of the first calls
+  std::vector<std::vector<uint64_t>> bits(5);
+  for (int st = 0; st < 5; ++st) {
     bits[st].assign(size, 0xcbf29ce484222325ull);
     std::vector<std::vector<ShmStrategy>> chosen(size);
     run_ranks(
@@ -363,17 +363,32 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
             std::vector<float> in(count), out(count), all(count * size);
             for (auto& x : in)
               x = dist(rng);
-            for (int call = 0; call < 7; ++call) {  // past the measuring
+            // Auto: past the warm calls and every trial; a forced way
+            // twice. Each call's outputs must equal the first call's (auto
+            // switches ways between them); the first is hashed (8-byte
+            // words: TSan makes a byte loop the test's whole cost).
+            const int calls = st == 0 ? 11 : 2;
+            std::vector<float> out0, all0, b0;
+            for (int call = 0; call < calls; ++call) {
               g.all_sum(in.data(), out.data(), count * 4, Float32);
               g.all_gather(in.data(), all.data(), count * 4);
               std::vector<float> b = g.rank() == 1 ? in : out;
               g.broadcast(b.data(), count * 4, 1);
-              for (const auto* v : {&out, &all, &b}) {
-                const auto* p =
-                    reinterpret_cast<const unsigned char*>(v->data());
-                for (size_t k = 0; k < v->size() * 4; ++k)
-                  mine = (mine ^ p[k]) * 0x100000001b3ull;
+              if (call == 0) {
+                out0 = out;
+                all0 = all;
+                b0 = b;
+                for (const auto* v : {&out, &all, &b}) {
+                  std::vector<uint64_t> w((v->size() * 4 + 7) / 8);
+                  std::memcpy(w.data(), v->data(), v->size() * 4);
+                  for (uint64_t x : w)
+                    mine = (mine ^ x) * 0x100000001b3ull;
+                }
+                continue;
               }
+              EXPECT_TRUE(out == out0 && all == all0 && b == b0)
+                  << "strategy " << st << " call " << call << " count " << count
+                  << ": results differ from the first call's";
             }
             for (auto kind :
                  {ShmTuner::kReduce, ShmTuner::kGather, ShmTuner::kBroadcast})
@@ -392,7 +407,7 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
         EXPECT_EQ(c, static_cast<ShmStrategy>(st));
     }
   }
-  for (int st = 0; st < 4; ++st) {
+  for (int st = 0; st < 5; ++st) {
     for (int r = 0; r < size; ++r) {
       // all_sum, all_gather and broadcast outputs are the same on every
       // rank, so every rank's record equals rank 0's of the auto run.
@@ -418,25 +433,43 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
            : w.stream_out  ? ShmStrategy::Stream
                            : ShmStrategy::StreamStage;
   };
-  for (int call = 0; call < 9; ++call) {
+  const int warm = static_cast<int>(ShmTuner::kWarmCalls);
+  for (int call = 0; call < warm + 9; ++call) {
     ShmWay w = t.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
     trials.push_back(name(w));
     t.finish(0);
     uint64_t report = t.take_report();
-    EXPECT_NE(report, 0u);
+    EXPECT_EQ(report != 0, call >= warm) << "warm calls are not timed";
     t.absorb(cost(w));
-    if (call < 5)
+    if (call < warm + 5)
       EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto) << call;
   }
   using S = ShmStrategy;
-  EXPECT_EQ(trials,
-            (std::vector<S>{S::Stream, S::Cached, S::StreamStage,
-                            S::StreamStage, S::Cached, S::Stream,
-                            S::StreamStage, S::StreamStage, S::StreamStage}));
+  EXPECT_EQ(trials, (std::vector<S>{S::Stream, S::Stream, S::Stream, S::Cached,
+                                    S::StreamStage, S::StreamStage, S::Cached,
+                                    S::Stream, S::StreamStage, S::StreamStage,
+                                    S::StreamStage}));
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::StreamStage);
   // Another size class and kind are measured apart, from their guess.
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n * 4), ShmStrategy::Auto);
   EXPECT_FALSE(t.begin(ShmTuner::kGather, n, ShmStrategy::Cached).stream_stage);
+  // all_gather with the direct way: eight trials, direct among them.
+  ShmTuner g;
+  std::vector<ShmStrategy> gtrials;
+  for (int call = 0; call < warm + 9; ++call) {
+    ShmWay w = g.begin(ShmTuner::kGather, n, ShmStrategy::Cached, kShmWays);
+    gtrials.push_back(w.direct ? S::Direct : name(w));
+    g.finish(0);
+    g.take_report();
+    g.absorb(w.direct ? n / 2 : cost(w));
+    if (call < warm + 7)
+      EXPECT_EQ(g.chosen(ShmTuner::kGather, n), ShmStrategy::Auto) << call;
+  }
+  EXPECT_EQ(gtrials,
+            (std::vector<S>{S::Cached, S::Cached, S::Cached, S::StreamStage,
+                            S::Stream, S::Direct, S::Direct, S::Stream,
+                            S::StreamStage, S::Cached, S::Direct}));
+  EXPECT_EQ(g.chosen(ShmTuner::kGather, n), ShmStrategy::Direct);
   // Forced strategies never measure.
   ShmTuner forced(ShmStrategy::Cached);
   ShmWay w = forced.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
@@ -448,6 +481,10 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   EXPECT_EQ(s, ShmStrategy::StreamStage);
   EXPECT_TRUE(parse_shm_strategy("stream", &s));
   EXPECT_EQ(s, ShmStrategy::Stream);
+  EXPECT_TRUE(parse_shm_strategy("direct", &s));
+  EXPECT_EQ(s, ShmStrategy::Direct);
+  EXPECT_TRUE(shm_way(ShmStrategy::Direct).direct);
+  EXPECT_FALSE(shm_way(ShmStrategy::Direct).stream_stage);
   EXPECT_FALSE(parse_shm_strategy("streams", &s));
   EXPECT_FALSE(parse_shm_strategy("", &s));
 }
