@@ -356,42 +356,69 @@ std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
               std::to_string(kMaxPart) + ")",
           {.rank = rank_});
   }
-  uint64_t len = mine.size();
-  auto lens = all_gather_value(len);
+  // The first call carries each length and the first kHead bytes, so
+  // contributions that fit (most cards) take one call; the rest of the
+  // longer ones follows in a second, padded to the longest remainder.
+  constexpr size_t kHead = kInlineBytes - sizeof(uint64_t);
+  struct First {
+    uint64_t len;
+    char head[kHead];
+  };
+  static_assert(sizeof(First) == kInlineBytes);
+  First first;
+  std::memset(&first, 0, sizeof(first));
+  const uint64_t len = mine.size();
+  first.len = len;
+  std::memcpy(first.head, mine.data(), std::min<size_t>(mine.size(), kHead));
+  auto firsts = all_gather_value(first);
   std::vector<int> oversized;
-  for (size_t r = 0; r < lens.size(); ++r) {
-    if (lens[r] > kMaxPart) {
+  for (size_t r = 0; r < firsts.size(); ++r) {
+    if (firsts[r].len > kMaxPart) {
       oversized.push_back(static_cast<int>(r));
     }
   }
   if (!oversized.empty()) {
-    raise(ErrorKind::Protocol,
-          "side-channel call #" + std::to_string(seq_ - 1) + " (" +
-              description_ + "): " + ranks_phrase(oversized) + " announced " +
-              std::to_string(lens[static_cast<size_t>(oversized.front())]) +
-              " bytes, more than the " + std::to_string(kMaxPart) +
-              " a side-channel contribution may have",
-          {.rank = rank_});
+    raise(
+        ErrorKind::Protocol,
+        "side-channel call #" + std::to_string(seq_ - 1) + " (" + description_ +
+            "): " + ranks_phrase(oversized) + " announced " +
+            std::to_string(firsts[static_cast<size_t>(oversized.front())].len) +
+            " bytes, more than the " + std::to_string(kMaxPart) +
+            " a side-channel contribution may have",
+        {.rank = rank_});
   }
-  if (lens[static_cast<size_t>(rank_)] != len) {
+  if (firsts[static_cast<size_t>(rank_)].len != len) {
     raise(ErrorKind::Protocol,
           "side-channel call #" + std::to_string(seq_ - 1) + " (" +
               description_ + "): this rank's own slot came back with length " +
-              std::to_string(lens[static_cast<size_t>(rank_)]) +
+              std::to_string(firsts[static_cast<size_t>(rank_)].len) +
               " instead of " + std::to_string(len) +
               ": the all-gather does not return every input unchanged",
           {.rank = rank_});
   }
-  uint64_t longest = *std::max_element(lens.begin(), lens.end());
+  uint64_t longest = 0;
+  for (const First& f : firsts) {
+    longest = std::max(longest, f.len);
+  }
   std::vector<std::string> out(static_cast<size_t>(size_));
-  if (longest == 0) {
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r].assign(firsts[r].head,
+                  std::min<size_t>(static_cast<size_t>(firsts[r].len), kHead));
+  }
+  if (longest <= kHead) {
     return out;
   }
-  std::vector<char> padded(longest, 0);
-  std::memcpy(padded.data(), mine.data(), mine.size());
-  auto all = all_gather(padded.data(), longest);
+  const size_t rest = static_cast<size_t>(longest) - kHead;
+  std::vector<char> padded(rest, 0);
+  if (mine.size() > kHead) {
+    std::memcpy(padded.data(), mine.data() + kHead, mine.size() - kHead);
+  }
+  auto all = all_gather(padded.data(), rest);
   for (size_t r = 0; r < out.size(); ++r) {
-    out[r].assign(all.data() + r * longest, lens[r]);
+    if (firsts[r].len > kHead) {
+      out[r].append(all.data() + r * rest,
+                    static_cast<size_t>(firsts[r].len) - kHead);
+    }
   }
   return out;
 }

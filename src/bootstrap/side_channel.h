@@ -71,8 +71,9 @@ class SideChannel {
     return out;
   }
 
-  // Variable-length contributions: lengths first, then the bytes padded to
-  // the longest.
+  // Variable-length contributions: one call carries every length and the
+  // first kInlineBytes - 8 bytes; only when some contribution is longer, a
+  // second call carries the rest, padded to the longest remainder.
   std::vector<std::string> all_gather_bytes(std::string_view mine);
 
   // Returns once every rank has called barrier(). One all-gather is enough:

@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
-// Unpredictable random values (OpenSSL's CSPRNG) for nonces, epochs and
-// process instance ids.
+// Unpredictable random values (the kernel CSPRNG, getrandom) for nonces,
+// epochs and process instance ids.
 #pragma once
 
 #include <cstddef>

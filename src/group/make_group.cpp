@@ -15,6 +15,7 @@
 #include "transport/connections.h"
 #include "transport/ofi/ofi_fabric.h"
 #include "transport/ofi_link.h"
+#include "transport/rdma_devices.h"
 #include "transport/shm_setup.h"
 #include "transport/tcp_connect.h"
 #include "transport/tcp_endpoint.h"
@@ -30,7 +31,8 @@ constexpr int kTagP2p = 3;
 
 // The ofi transport this rank may use: forced (JACCL_TRANSPORT=ofi: any
 // failure to open it is the caller's ConfigError), or under auto only when
-// a provider drives RDMA hardware here (else nullptr: TCP between hosts).
+// a provider drives RDMA hardware here (else nullptr: TCP between hosts;
+// without any RDMA device node libfabric is not even loaded).
 std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
   const int rank = cfg.get_rank();
   if (cfg.get_size() == 1) {
@@ -42,12 +44,25 @@ std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
   if (cfg.get_transport() != "auto") {
     return nullptr;
   }
-  const std::string hw = ofi::built() ? ofi::hardware_provider() : "";
-  if (hw.empty()) {
+  if (!ofi::built()) {
+    JACCL_LOG(Info, "rank " << rank << ": ofi not built: TCP between hosts");
+    return nullptr;
+  }
+  // Loading libfabric to ask costs ~0.4 s of CPU: not where no RDMA device
+  // exists for a hardware provider to drive.
+  const std::string device = find_rdma_device();
+  if (device.empty()) {
     JACCL_LOG(Info, "rank " << rank
-                            << ": no libfabric provider with RDMA hardware "
-                            << (ofi::built() ? "here" : "(ofi not built)")
-                            << ": TCP between hosts");
+                            << ": no RDMA device here (none in "
+                               "/sys/class/infiniband, /dev/hfi1_*, /dev/cxi*):"
+                               " TCP between hosts, libfabric not loaded");
+    return nullptr;
+  }
+  const std::string hw = ofi::hardware_provider();
+  if (hw.empty()) {
+    JACCL_LOG(Info, "rank " << rank << ": RDMA device " << device
+                            << " but no libfabric provider drives it: TCP "
+                               "between hosts");
     return nullptr;
   }
   Config c = cfg;
@@ -173,6 +188,12 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
   if (plan.layout == Layout::Hier) {
     return make_hier_group(cfg, sc, std::move(conns), std::move(plan.map),
                            use_ofi ? ofi.get() : nullptr);
+  }
+  // The side channel goes away when init returns: one barrier more proves
+  // every rank has left setup_tcp's, so nobody is still reading it. (The
+  // shared-memory layouts' own calls follow instead.)
+  if (cfg.get_size() > 1) {
+    sc.barrier();
   }
   if (use_ofi) {
     JACCL_LOG(Info, "rank " << rank << ": ofi data plane ready ("

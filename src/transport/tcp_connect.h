@@ -109,9 +109,12 @@ using DataWiresFn =
     std::function<std::vector<int>(const std::vector<TcpCard>& cards)>;
 
 // The whole TCP set-up: listen (unless JACCL_LISTEN=0), exchange cards,
-// connect every pair, barrier, start the liveness monitor (as keepalive),
-// leave barrier. Size 1: no sockets. ofi_card goes into this rank's card
-// (TcpCard::ofi), for the ofi transport.
+// connect every pair, barrier, start the liveness monitor (as keepalive).
+// Size 1: no sockets. ofi_card goes into this rank's card (TcpCard::ofi),
+// for the ofi transport. Two side-channel calls (the cards in one, unless
+// one is longer than SideChannel::kInlineBytes - 8, and the barrier); a
+// caller that tears the channel down right after makes one more barrier
+// (which proves every rank has left this one; see leave_barrier()).
 Connections setup_tcp(const Config& cfg, SideChannel& sc,
                       const DataWiresFn& want_data = nullptr,
                       std::vector<std::string> ofi_card = {});

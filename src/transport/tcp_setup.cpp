@@ -264,7 +264,6 @@ Connections setup_tcp(const Config& cfg, SideChannel& sc,
   st.conns.keepalive = std::make_shared<LivenessMonitor>(
       st.me, std::move(st.control), st.conns.state,
       cfg.get_heartbeat_timeout());
-  sc.leave_barrier();
   return std::move(st.conns);
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -278,6 +279,50 @@ TEST(SideChannel, AllGatherBytesWithDifferentLengths) {
     auto all = sc->all_gather_bytes(bin);
     for (const auto& s : all)
       EXPECT_EQ(s, bin);
+  });
+  expect_all_ok(out);
+}
+
+// Contributions that fit next to their length in one frame (cards) take one
+// round of the all-gather underneath; longer ones more, whatever the mix of
+// lengths, and every byte arrives.
+TEST(SideChannel, AllGatherBytesTakesOneRoundWhenEverythingFits) {
+  const int P = 3;
+  const size_t head = SideChannel::kInlineBytes - sizeof(uint64_t);
+  auto hub = InProcessHub::create(P, kLong);
+  auto out = run_ranks(P, [&](int rank) {
+    auto rounds = std::make_shared<int>(0);
+    AllGatherFn inner = hub->for_rank(rank);
+    SideChannel sc(
+        rank, P, kFp,
+        [inner, rounds](const char* src, char* dst, size_t n) {
+          ++*rounds;
+          inner(src, dst, n);
+        },
+        "counting hub", kLong, false);
+    auto text = [](int r, size_t n) {
+      std::string s(n, '\0');
+      for (size_t i = 0; i < n; ++i)
+        s[i] = static_cast<char>('A' + (r * 7 + i) % 50);
+      return s;
+    };
+    // {length of rank 0's, of the others', rounds expected}: the rest past
+    // the head goes inline (one more round) up to kInlineBytes, else in two.
+    const std::vector<std::array<size_t, 3>> cases = {
+        {0, 0, 1},          {head, 1, 1},        {head, head, 1},
+        {head + 1, 0, 2},   {0, head + 1, 2},    {head + 200, head, 2},
+        {head + 201, 5, 3}, {70000, head + 1, 3}};
+    for (const auto& c : cases) {
+      const size_t mine = rank == 0 ? c[0] : c[1];
+      *rounds = 0;
+      auto all = sc.all_gather_bytes(text(rank, mine));
+      ASSERT_EQ(all.size(), static_cast<size_t>(P));
+      for (int r = 0; r < P; ++r)
+        EXPECT_EQ(all[r], text(r, r == 0 ? c[0] : c[1]))
+            << "lengths " << c[0] << "/" << c[1] << ", rank " << r;
+      EXPECT_EQ(*rounds, static_cast<int>(c[2]))
+          << "lengths " << c[0] << "/" << c[1];
+    }
   });
   expect_all_ok(out);
 }
