@@ -6,7 +6,8 @@
 //   shm_pattern [--ranks 2] [--sizes 64K,256K,1M,4M,16M,64M] [--reps 20]
 //               [--chunk 512K] [--piece 32K] [--out memcpy|nt|movsb|loop]
 //               [--stage memcpy|nt|movsb|loop] [--skip stage,reduce,copy]
-//               [--res memcpy|nt] [--pin] [--algo pipe|flat|cma]
+//               [--res memcpy|nt] [--pin] [--algo pipe|flat|cma|gather]
+//               [--own input|slot] [--syncs 1|2]
 //   shm_pattern --offsets [--piece 32K]
 //
 // Ranks are processes (fork) sharing one memfd mapping, as in jaccl; each
@@ -17,7 +18,10 @@
 // barrier. `flat` is one chunk of the whole message (stage all, barrier,
 // reduce own slice, barrier, copy all out). `cma` is Open MPI's large-message
 // path: process_vm_readv of the peer's slice straight from its input, reduce,
-// publish the reduced slice in shared memory, barrier, copy out.
+// publish the reduced slice in shared memory, barrier, copy out. `gather`
+// is ShmGroup::all_gather's staged way (sizes are per rank; --own slot
+// copies the own block back from the rank's slot, as jaccl did before
+// 2026-12-01; --syncs 2 uses one slot and a second sync per op).
 // Prints one JSON line per size (busbw as nccl-tests, median of reps).
 // --offsets: one core, no sharing: copies 1 MiB in pieces with memcpy, an
 // explicit `rep movsb` and a 16-byte load/store loop, for several distances
@@ -133,6 +137,8 @@ struct Opts {
   bool pin = false, yield = false;
   bool res_nt = false;  // reduce into a small private buffer, stream it out
   std::string algo = "pipe";
+  bool own_from_slot = false;     // gather: own block copied back from the slot
+  bool gather_two_syncs = false;  // gather: one slot, a second sync per op
 };
 
 size_t align64(size_t v) {
@@ -281,6 +287,24 @@ struct Rank {
     copy(o.out, dst, result(step), n);
     barrier();  // peers finished reading my input
   }
+
+  // ShmGroup::all_gather's staged way for n <= slot_bytes: stage into the
+  // slot of the next step's parity, one sync, copy every block out (this
+  // rank's from its input, or with --own slot from its slot). --syncs 2:
+  // one slot and a second sync instead of the parity.
+  void gather(const char* src, char* dst, size_t n) {
+    const uint64_t s = o.gather_two_syncs ? 0 : step + 1;
+    copy(o.stage, slot(r, s), src, n);
+    barrier();
+    for (int q = 0; q < o.ranks; ++q) {
+      const char* from = q == r && !o.own_from_slot
+                             ? src
+                             : slot(q, o.gather_two_syncs ? 0 : step);
+      copy(o.out, dst + static_cast<size_t>(q) * n, from, n);
+    }
+    if (o.gather_two_syncs)
+      barrier();
+  }
 };
 
 double median(std::vector<double> v) {
@@ -348,6 +372,10 @@ int main(int argc, char** argv) {
       o.yield = true;
     else if (a == "--algo")
       o.algo = next();
+    else if (a == "--own")
+      o.own_from_slot = next() == "slot";
+    else if (a == "--syncs")
+      o.gather_two_syncs = next() == "2";
     else if (a == "--skip") {
       std::string s = next();
       o.skip_stage = s.find("stage") != std::string::npos;
@@ -376,6 +404,7 @@ int main(int argc, char** argv) {
   // ranks), or the whole message for flat / cma.
   size_t slot_bytes =
       o.algo == "pipe" ? std::max<size_t>(o.chunk, 4 << 20) : align64(maxn);
+  const bool gather = o.algo == "gather";
   size_t ctl = 4096;
   size_t total = ctl + (2 * static_cast<size_t>(o.ranks) + 2) * slot_bytes;
   int fd = memfd_create("shm_pattern", 0);
@@ -399,7 +428,8 @@ int main(int argc, char** argv) {
         sched_setaffinity(0, sizeof(set), &set);
       }
       Rank rk{o, r, base + ctl, slot_bytes, arr, 0, {}};
-      std::vector<char> src(maxn), dst(maxn);
+      std::vector<char> src(maxn),
+          dst(gather ? maxn * static_cast<size_t>(o.ranks) : maxn);
       for (size_t i = 0; i < maxn / 4; ++i)
         reinterpret_cast<float*>(src.data())[i] = static_cast<float>(i % 7);
       arr[r].pid = getpid();
@@ -410,7 +440,9 @@ int main(int argc, char** argv) {
         for (int rep = -3; rep < o.reps; ++rep) {
           rk.barrier();
           auto t0 = Clock::now();
-          if (o.algo == "flat")
+          if (gather)
+            rk.gather(src.data(), dst.data(), n);
+          else if (o.algo == "flat")
             rk.flat(src.data(), dst.data(), n);
           else if (o.algo == "cma")
             rk.cma(src.data(), dst.data(), n);
@@ -426,6 +458,11 @@ int main(int argc, char** argv) {
           float want = 2.0f * static_cast<float>((n / 4 - 1) % 7) *
                        static_cast<float>(o.ranks) / 2.0f;
           float got = reinterpret_cast<float*>(dst.data())[n / 4 - 1];
+          if (gather) {  // every rank's block is the same pattern
+            want = static_cast<float>((n / 4 - 1) % 7);
+            got = reinterpret_cast<float*>(dst.data() +
+                                           (o.ranks - 1) * n)[n / 4 - 1];
+          }
           results[si] = median(t);
           if (!o.skip_stage && !o.skip_reduce && !o.skip_copy && got != want)
             results[si] = -1;
@@ -439,9 +476,12 @@ int main(int argc, char** argv) {
     waitpid(p, nullptr, 0);
   for (size_t si = 0; si < o.sizes.size(); ++si) {
     double us = results[si];
-    double bus = us > 0 ? static_cast<double>(o.sizes[si]) / us / 1e3 * 2 *
-                              (o.ranks - 1) / o.ranks
-                        : -1;
+    // nccl-tests' busbw: all_sum algbw * 2(n-1)/n; all_gather (whole
+    // output n * bytes) algbw * (n-1)/n.
+    double bus =
+        us > 0 ? static_cast<double>(o.sizes[si]) / us / 1e3 *
+                     (gather ? (o.ranks - 1) : 2.0 * (o.ranks - 1) / o.ranks)
+               : -1;
     std::printf(
         "{\"ranks\":%d,\"bytes\":%zu,\"us\":%.1f,\"busbw_gbps\":%.2f}\n",
         o.ranks, o.sizes[si], us, bus);
