@@ -85,8 +85,8 @@ void all_gather(Links& l, const OpContext& ctx, const void* in, void* out,
   std::vector<a2a::Block> blocks;
   blocks.reserve(2 * static_cast<size_t>(l.size));
   for (int k = 1; k < l.size; ++k) {
-    const int to = (l.rank + k) % l.size;
-    const int from = (l.rank - k + l.size) % l.size;
+    const int to = a2a::send_peer(l.rank, l.size, k);
+    const int from = a2a::recv_peer(l.rank, l.size, k);
     blocks.push_back({to, mine, n_bytes, nullptr, 0});
     blocks.push_back({from, nullptr, 0, dst + from * n_bytes, n_bytes});
   }

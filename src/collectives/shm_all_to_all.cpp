@@ -174,10 +174,11 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
     ok = ok && ctl(q).desc[step_ & 1].aux == 1;
   direct_ = ok;
   if (!ok && whom >= 0) {
-    JACCL_LOG(Info, "rank " << who(rank_) << ": cannot read rank " << who(whom)
-                            << "'s memory (process_vm_readv: "
-                            << (why != 0 ? std::strerror(why) : "other data")
-                            << "): all_to_all and all_gather stage every block");
+    JACCL_LOG(Info, "rank "
+                        << who(rank_) << ": cannot read rank " << who(whom)
+                        << "'s memory (process_vm_readv: "
+                        << (why != 0 ? std::strerror(why) : "other data")
+                        << "): all_to_all and all_gather stage every block");
   }
   return direct_ == 1;
 }

@@ -396,23 +396,6 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     OpDesc d{kAllGather, -1, n, 0, 0, 0};
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    if (getenv("PROTO_AG_DIRECT") && n >= 65536 && size_ > 1 &&
-        a2a_direct_ok(d)) {
-      const auto P = static_cast<size_t>(size_);
-      a2a_scratch_.resize(4 * P);
-      size_t* cnt = a2a_scratch_.data();
-      size_t* soff = cnt + P;
-      size_t* roff = soff + P;
-      size_t* poff = roff + P;
-      for (size_t q = 0; q < P; ++q) {
-        cnt[q] = n;
-        soff[q] = 0;
-        roff[q] = q * n;
-        poff[q] = 0;
-      }
-      a2a_direct(d, src, cnt, soff, dst, cnt, roff, poff);
-      return;
-    }
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
