@@ -444,6 +444,51 @@ TEST(OfiNodesShm, NoWaitFdMeansPolling) {
       << run.all();
 }
 
+// A process killed with its endpoint open leaves its shm region behind. The
+// next process with that pid (pid reuse; here pid 2 of a fresh pid
+// namespace, twice) must still open an endpoint: libfabric's own name for it
+// would collide, and it refuses a region whose recorded pid is alive.
+TEST(OfiNodesShm, ARegionLeftByAKilledProcessDoesNotBlockItsPidsNextOwner) {
+  REQUIRE_OFI();
+  auto probe = run("unshare", {"--pid", "--fork", "true"}, {}, 10s);
+  if (!probe.exited_ok()) {
+    GTEST_SKIP() << "unshare --pid is not permitted here: " << probe.describe()
+                 << ": " << probe.output;
+  }
+  const std::set<std::string> before = shm_names();
+  auto one = [&](const std::string& mode) {
+    TempDir dir;
+    auto env = clean_rank_env(0, 1);
+    env["TEST_SC_DIR"] = dir / "sc";
+    env["TEST_OFI_PROVIDER"] = kShm.name;
+    env["TEST_OFI_DOMAIN"] = kShm.domain;
+    // The shell is the namespace's init (which SIGKILL from inside cannot
+    // touch), so the worker is always its pid 2.
+    return run("unshare",
+               {"--pid", "--fork", "/bin/sh", "-c",
+                "'" + worker_path("ofi_node") + "' " + mode + "; exit $?"},
+               env, 60s);
+  };
+  auto died = one("die");
+  EXPECT_FALSE(died.exited_ok()) << died.output;
+  std::vector<std::string> left;
+  for (const auto& n : shm_names()) {
+    if (before.count(n) == 0 && n.rfind("2:", 0) == 0) {
+      left.push_back(n);
+    }
+  }
+  EXPECT_FALSE(left.empty()) << "the killed process left no region to trip on";
+  auto next = one("cards");
+  EXPECT_TRUE(next.exited_ok()) << next.describe() << ": " << next.output;
+  EXPECT_NE(next.output.find("\nOK"), std::string::npos) << next.output;
+  std::error_code ec;
+  for (const auto& n : shm_names()) {
+    if (before.count(n) == 0 && n.rfind("2:", 0) == 0) {
+      std::filesystem::remove(std::filesystem::path("/dev/shm") / n, ec);
+    }
+  }
+}
+
 TEST(OfiNodesMixed, DifferentProvidersFailOnBothRanksNamingBoth) {
   REQUIRE_OFI();
   auto run = run_nodes("cards", 2, kTcp, false, {{1, "shm"}});

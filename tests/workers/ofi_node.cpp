@@ -15,6 +15,8 @@
 //                       wait fd (no progress) until rank 0's message makes
 //                       it readable; prints "WOKE" (or "NO_WAIT_FD")
 //   ofi_node cards      only the card exchange and insert_peers
+//   ofi_node die        opens its endpoints and kills itself (SIGKILL), leaving
+//                       its shm regions behind as a crashed job does
 //   ofi_node trunc      rank 0 sends 4 KiB into rank 1's 16-byte recv: rank 1
 //                       fails with a ProtocolError naming rank 0
 //   ofi_node pingpong   ranks 0 and 1: ping-pong (half round trip, and the
@@ -29,6 +31,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -536,6 +539,8 @@ int main(int argc, char** argv) {
         if (!e.empty())
           throw std::runtime_error(e);
       }
+    } else if (mode == "die") {
+      std::raise(SIGKILL);
     } else if (mode == "fdwake") {
       fdwake(c, *eps[0]);
     } else if (mode == "trunc") {

@@ -8,15 +8,19 @@
 #if JACCL_HAVE_OFI
 
 #include <strings.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/random.h"
 #include "transport/ofi/ofi_mr.h"
 
 namespace jaccl::detail::ofi {
@@ -63,6 +67,7 @@ class EndpointImpl final : public Endpoint {
     check(fi_av_open(d_->domain, &av, &av_, nullptr), "fi_av_open");
     check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
     check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    name_shm_region(info);
     check(fi_enable(ep_), "fi_enable");
     std::vector<uint8_t> name(256);
     size_t len = name.size();
@@ -93,6 +98,25 @@ class EndpointImpl final : public Endpoint {
   }
 
   ~EndpointImpl() override { close(); }
+
+  // shm names an endpoint's region "<pid>:<uid>:<n>". A region left by a
+  // killed process whose pid is later reused (or by any job's pid 1 in a pid
+  // namespace) makes fi_enable fail with EBUSY, because libfabric sees its
+  // "owner" alive. A random part makes the name unique to this endpoint; the
+  // "<pid>:" prefix keeps it recognisable.
+  void name_shm_region(const fi_info* info) {
+    if (std::strcmp(info->fabric_attr->prov_name, "shm") != 0) {
+      return;
+    }
+    static std::atomic<unsigned> serial{0};
+    uint64_t nonce = 0;
+    random_bytes(&nonce, sizeof nonce);
+    char name[96];
+    std::snprintf(name, sizeof name, "fi_shm://%ld:jaccl-%016llx-%u",
+                  static_cast<long>(::getpid()),
+                  static_cast<unsigned long long>(nonce), serial++);
+    check(fi_setname(&ep_->fid, name, std::strlen(name) + 1), "fi_setname");
+  }
 
   Card card() const override { return card_; }
 
