@@ -27,13 +27,16 @@ class Netns {
                             "." + std::to_string(pid / 64 % 256) + ".";
     host_ip_ = net + std::to_string(pid % 64 * 4 + 1);
     ns_ip_ = net + std::to_string(pid % 64 * 4 + 2);
+    // Whatever already carries this pid's names was left by a killed test
+    // process whose pid was reused: remove it first.
     const std::string script =
-        "set -e; ip netns add " + ns_ + "; ip link add " + host_if_ +
-        " type veth peer name " + ns_if_ + " netns " + ns_ + "; ip addr add " +
-        host_ip_ + "/30 dev " + host_if_ + "; ip link set " + host_if_ +
-        " up; ip -n " + ns_ + " addr add " + ns_ip_ + "/30 dev " + ns_if_ +
-        "; ip -n " + ns_ + " link set " + ns_if_ + " up; ip -n " + ns_ +
-        " link set lo up";
+        "ip link del " + host_if_ + " 2>/dev/null; ip netns del " + ns_ +
+        " 2>/dev/null; set -e; ip netns add " + ns_ + "; ip link add " +
+        host_if_ + " type veth peer name " + ns_if_ + " netns " + ns_ +
+        "; ip addr add " + host_ip_ + "/30 dev " + host_if_ + "; ip link set " +
+        host_if_ + " up; ip -n " + ns_ + " addr add " + ns_ip_ + "/30 dev " +
+        ns_if_ + "; ip -n " + ns_ + " link set " + ns_if_ + " up; ip -n " +
+        ns_ + " link set lo up";
     auto r = run("/bin/sh", {"-c", script}, {}, std::chrono::seconds(20));
     ok_ = r.exited_ok();
     why_ = r.describe() + ": " + r.output;
