@@ -158,6 +158,9 @@ class WaitSet {
   int max_sleep_ms_ = -1;
   bool spinning_ = false;
   long long spin_until_ns_ = 0;
+  // The clock as wait() last read it: spinning() answers from it, one
+  // round stale, to save a clock read per round of a spinning op.
+  long long now_ns_ = 0;
   // The next sleep of a driven wait (doubles up to the cap).
   static constexpr long long kMinBackoffUs = 8;
   long long backoff_us_ = kMinBackoffUs;

@@ -52,7 +52,7 @@ void WaitSet::add_fd(int fd, bool read, bool write) {
 }
 
 bool WaitSet::spinning() const {
-  return !spinning_ || now_ns() < spin_until_ns_;
+  return !spinning_ || now_ns_ < spin_until_ns_;
 }
 
 bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
@@ -64,12 +64,13 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     state.throw_if_failed();
     return true;
   }
+  now_ns_ = now_ns();
   if (!spinning_) {
     spinning_ = true;
-    spin_until_ns_ = now_ns() + static_cast<long long>(spin_us) * 1000;
+    spin_until_ns_ = now_ns_ + static_cast<long long>(spin_us) * 1000;
     backoff_us_ = kMinBackoffUs;
   }
-  if (driven_ && items_.empty() && spin_us > 0 && now_ns() < spin_until_ns_) {
+  if (driven_ && items_.empty() && spin_us > 0 && now_ns_ < spin_until_ns_) {
     // Spinning on driven links only: nothing for poll() to watch but the
     // failure's wake fd, whose flag reads without a system call (ofi shm
     // 8-byte all_sum: one poll per op was a third of its latency).
@@ -87,7 +88,8 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     ~Pop() { v.pop_back(); }
   } pop{items_};
   for (;;) {
-    const bool spin = spin_us > 0 && now_ns() < spin_until_ns_;
+    now_ns_ = now_ns();
+    const bool spin = spin_us > 0 && now_ns_ < spin_until_ns_;
     const int timeout_ms = spin ? 0 : dl.poll_ms(max_sleep_ms_);
     int rc;
     if (driven_ && timeout_ms > 0) {
