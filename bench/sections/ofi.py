@@ -211,6 +211,10 @@ def render(res):
                              if a and pp else "")
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
+        ex = [x for x in r["raw"] if x["kind"] == "exchange"]
+        if ex:
+            L.append(f"Raw 8-byte exchange (both ranks send at once, as a "
+                     f"2-rank all_sum does): {ex[0]['us']:.1f} us.\n")
         if "error" in j:
             L.append(f"`jaccl-bench -t ofi`: not built yet ({j['error']}).\n")
     L.append("Targets (issue 12): all_sum busbw at >= 4 MiB >= 0.8x "

@@ -20,8 +20,9 @@
 //   ofi_node trunc      rank 0 sends 4 KiB into rank 1's 16-byte recv: rank 1
 //                       fails with a ProtocolError naming rank 0
 //   ofi_node pingpong   ranks 0 and 1: ping-pong (half round trip, and the
-//                       rate it gives) and streaming bandwidth (4 messages in
-//                       flight) per size; JSON lines (bench/sections/ofi.py)
+//                       rate it gives), an 8-byte exchange (both send at
+//                       once) and streaming bandwidth (4 messages in flight)
+//                       per size; JSON lines (bench/sections/ofi.py)
 //
 // Prints "OK" at the end; any jaccl::Error prints "FAILED <kind>: <what>" and
 // exits 3. Environment: JACCL_RANK, JACCL_SIZE, TEST_SC_DIR (the shared
@@ -453,6 +454,21 @@ void pingpong(const Ctx& c, ofi::Endpoint& ep) {
                 << ",\"half_rtt_us\":" << per * 1e6 / 2
                 << ",\"gbps\":" << double(n) / (per / 2) / 1e9 << "}"
                 << std::endl;
+    }
+  }
+  // Exchange: both ranks send 8 bytes at once and wait for the other's, as a
+  // 2-rank all_sum does (a ping-pong never has both directions in flight).
+  {
+    double per = timed([&] {
+      ofi::Request s, r;
+      post_recv(ep, peer, 2, rbuf.data(), 8, r, dl);
+      post_send(ep, peer, 2, buf.data(), 8, s, dl);
+      wait_for(ep, r, dl, "exchange");
+      wait_for(ep, s, dl, "exchange send");
+    });
+    if (c.rank == 0) {
+      std::cout << "{\"kind\":\"exchange\",\"bytes\":8,\"us\":" << per * 1e6
+                << "}" << std::endl;
     }
   }
   // Bandwidth: a window of messages in flight rank 0 -> rank 1, then a
