@@ -88,7 +88,6 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     ~Pop() { v.pop_back(); }
   } pop{items_};
   for (;;) {
-    now_ns_ = now_ns();
     const bool spin = spin_us > 0 && now_ns_ < spin_until_ns_;
     const int timeout_ms = spin ? 0 : dl.poll_ms(max_sleep_ms_);
     int rc;
@@ -106,6 +105,7 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     } else {
       rc = ::poll(fds, n, timeout_ms);
     }
+    now_ns_ = now_ns();  // for the next round, and spinning() after a sleep
     if (fds[n - 1].revents != 0) {
       state.throw_if_failed();
     }

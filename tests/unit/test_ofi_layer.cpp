@@ -469,23 +469,26 @@ TEST(OfiNodesShm, ARegionLeftByAKilledProcessDoesNotBlockItsPidsNextOwner) {
                 "'" + worker_path("ofi_node") + "' " + mode + "; exit $?"},
                env, 60s);
   };
+  // Regions of pid 2 that were not there before this test.
+  auto pid2_regions = [&] {
+    std::vector<std::string> found;
+    for (const auto& n : shm_names()) {
+      if (before.count(n) == 0 && n.rfind("2:", 0) == 0) {
+        found.push_back(n);
+      }
+    }
+    return found;
+  };
   auto died = one("die");
   EXPECT_FALSE(died.exited_ok()) << died.output;
-  std::vector<std::string> left;
-  for (const auto& n : shm_names()) {
-    if (before.count(n) == 0 && n.rfind("2:", 0) == 0) {
-      left.push_back(n);
-    }
-  }
-  EXPECT_FALSE(left.empty()) << "the killed process left no region to trip on";
+  EXPECT_FALSE(pid2_regions().empty())
+      << "the killed process left no region to trip on";
   auto next = one("cards");
   EXPECT_TRUE(next.exited_ok()) << next.describe() << ": " << next.output;
   EXPECT_NE(next.output.find("\nOK"), std::string::npos) << next.output;
   std::error_code ec;
-  for (const auto& n : shm_names()) {
-    if (before.count(n) == 0 && n.rfind("2:", 0) == 0) {
-      std::filesystem::remove(std::filesystem::path("/dev/shm") / n, ec);
-    }
+  for (const auto& n : pid2_regions()) {
+    std::filesystem::remove(std::filesystem::path("/dev/shm") / n, ec);
   }
 }
 

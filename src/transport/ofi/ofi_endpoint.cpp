@@ -10,7 +10,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -108,13 +107,12 @@ class EndpointImpl final : public Endpoint {
     if (std::strcmp(info->fabric_attr->prov_name, "shm") != 0) {
       return;
     }
-    static std::atomic<unsigned> serial{0};
     uint64_t nonce = 0;
     random_bytes(&nonce, sizeof nonce);
-    char name[96];
-    std::snprintf(name, sizeof name, "fi_shm://%ld:jaccl-%016llx-%u",
+    char name[64];
+    std::snprintf(name, sizeof name, "fi_shm://%ld:jaccl-%016llx",
                   static_cast<long>(::getpid()),
-                  static_cast<unsigned long long>(nonce), serial++);
+                  static_cast<unsigned long long>(nonce));
     check(fi_setname(&ep_->fid, name, std::strlen(name) + 1), "fi_setname");
   }
 
