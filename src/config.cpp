@@ -228,6 +228,7 @@ Config& Config::set_interface(std::string ifname_or_ip) {
 
 Config& Config::set_wires(int wires) {
   wires_ = wires;
+  wires_set_ = true;
   return *this;
 }
 

@@ -49,7 +49,8 @@ class Config {
   Config& set_listen(bool listen);
   // Interface name or IP address the data plane listens on.
   Config& set_interface(std::string ifname_or_ip);
-  // TCP connections per neighbour (>= 1).
+  // Data connections per neighbour (>= 1). Unset, each data plane takes its
+  // own default: TCP 2, ofi 1 (its wires share one domain; see README).
   Config& set_wires(int wires);
   // "auto", "tcp", "shm" or "ofi" (libfabric for every pair).
   Config& set_transport(std::string transport);
@@ -97,6 +98,8 @@ class Config {
   bool get_listen() const { return listen_; }
   const std::string& get_interface() const { return interface_; }
   int get_wires() const { return wires_; }
+  // Whether set_wires (or JACCL_WIRES) chose the wire count.
+  bool get_wires_set() const { return wires_set_; }
   const std::string& get_transport() const { return transport_; }
   const std::string& get_ofi_provider() const { return ofi_provider_; }
   bool get_ofi_force_register() const { return ofi_force_register_; }
@@ -126,6 +129,7 @@ class Config {
   bool listen_ = true;
   std::string interface_;
   int wires_ = 2;
+  bool wires_set_ = false;
   std::string transport_ = "auto";
   std::string ofi_provider_;
   bool ofi_force_register_ = false;

@@ -93,8 +93,7 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
   if (head && ofi != nullptr) {
     const std::vector<char> all(heads.size(), 1);
     leaders = make_net_group(
-        cfg,
-        ofi->make_network(conns, heads, all, cfg.get_wires(), kTagLeaders));
+        cfg, ofi->make_network(conns, heads, all, ofi_wires(cfg), kTagLeaders));
   } else if (head) {
     Connections lc;
     lc.rank = map.host_of[static_cast<size_t>(rank)];
@@ -199,10 +198,10 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
     JACCL_LOG(Info, "rank " << rank << ": ofi data plane ready ("
                             << cfg.get_size() << " ranks, provider "
                             << ofi->provider() << ", domain " << ofi->domain()
-                            << ", " << cfg.get_wires() << " wires)");
+                            << ", " << ofi_wires(cfg) << " wires)");
     const std::vector<char> all(static_cast<size_t>(cfg.get_size()), 1);
     return make_net_group(
-        cfg, ofi->make_network(conns, {}, all, cfg.get_wires(), kTagFlat));
+        cfg, ofi->make_network(conns, {}, all, ofi_wires(cfg), kTagFlat));
   }
   JACCL_LOG(Info, "rank " << rank << ": TCP data plane ready ("
                           << cfg.get_size() << " ranks, " << cfg.get_wires()

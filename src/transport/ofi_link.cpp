@@ -450,6 +450,10 @@ std::string ofi_domain_for(const Config& cfg, int rank) {
   return first;
 }
 
+int ofi_wires(const Config& cfg) {
+  return cfg.get_wires_set() ? cfg.get_wires() : 1;
+}
+
 std::shared_ptr<OfiNet> OfiNet::open(const Config& cfg) {
   ofi::Options o;
   o.rank = cfg.get_rank();
@@ -467,7 +471,7 @@ std::shared_ptr<OfiNet> OfiNet::open(const Config& cfg) {
   auto impl = std::make_unique<Impl>();
   impl->rank = o.rank;
   impl->domain = ofi::Domain::open(o);
-  for (int w = 0; w < cfg.get_wires(); ++w) {
+  for (int w = 0; w < ofi_wires(cfg); ++w) {
     auto wire = std::make_shared<Wire>();
     wire->domain = impl->domain;
     wire->ep = impl->domain->make_endpoint();

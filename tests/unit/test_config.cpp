@@ -20,6 +20,7 @@
 #include "bootstrap/side_channel.h"
 #include "common/env.h"
 #include "jaccl/jaccl.h"
+#include "transport/ofi_link.h"
 
 namespace jaccl::detail {
 // Defined in src/init.cpp.
@@ -141,6 +142,8 @@ TEST(ConfigBuilder, Defaults) {
   EXPECT_TRUE(c.get_listen());
   EXPECT_EQ(c.get_interface(), "");
   EXPECT_EQ(c.get_wires(), 2);
+  EXPECT_FALSE(c.get_wires_set());
+  EXPECT_EQ(jaccl::detail::ofi_wires(c), 1);  // ofi's own default
   EXPECT_EQ(c.get_transport(), "auto");
   EXPECT_FALSE(c.is_valid());
   EXPECT_FALSE(c.invalid_reason().empty());
@@ -177,6 +180,8 @@ TEST(ConfigBuilder, EverySetterChainsAndIsReadBack) {
   EXPECT_FALSE(c.get_listen());
   EXPECT_EQ(c.get_interface(), "eth1");
   EXPECT_EQ(c.get_wires(), 7);
+  EXPECT_TRUE(c.get_wires_set());
+  EXPECT_EQ(jaccl::detail::ofi_wires(c), 7);
   EXPECT_EQ(c.get_transport(), "shm");
   ASSERT_TRUE(c.get_all_gather());
   c.get_all_gather()(nullptr, nullptr, 0);
@@ -515,6 +520,8 @@ TEST(ConfigFromEnv, EmptyEnvironmentIsIncomplete) {
   EXPECT_EQ(c.get_size(), 0);
   EXPECT_EQ(c.get_timeout(), 60s);
   EXPECT_EQ(c.get_wires(), 2);
+  EXPECT_FALSE(c.get_wires_set());
+  EXPECT_EQ(jaccl::detail::ofi_wires(c), 1);
   EXPECT_EQ(c.get_transport(), "auto");
 }
 
@@ -548,6 +555,8 @@ TEST(ConfigFromEnv, JacclSpellings) {
   EXPECT_FALSE(c.get_listen());
   EXPECT_EQ(c.get_interface(), "lo");
   EXPECT_EQ(c.get_wires(), 4);
+  EXPECT_TRUE(c.get_wires_set());  // JACCL_WIRES holds for ofi too
+  EXPECT_EQ(jaccl::detail::ofi_wires(c), 4);
   EXPECT_EQ(c.get_transport(), "tcp");
 }
 
