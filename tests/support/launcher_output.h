@@ -26,5 +26,7 @@ std::vector<pid_t> launcher_pids(const std::string& output);
 // ssh client pids jaccl-run -v reported for remote ranks, by rank
 // ("jaccl-run: rank R started on H (remote pid P, ssh pid S)").
 std::map<int, pid_t> ssh_pids(const std::string& output);
+// The libfabric shm regions jaccl named for pid (/dev/shm/<pid>:jaccl-*).
+std::vector<std::string> shm_regions_of(pid_t pid);
 
 }  // namespace jaccl::test

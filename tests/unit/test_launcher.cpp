@@ -16,8 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "support/fixtures.h"
 #include "support/launcher_output.h"
 #include "support/proc.h"
+#include "transport/ofi/ofi_fabric.h"
+#include "transport/ofi/shm_regions.h"
 
 namespace jaccl::test {
 namespace {
@@ -392,6 +395,38 @@ TEST(Launcher, FailingRankSignalGives128PlusSignal) {
   auto pids = launcher_pids(r.output);
   EXPECT_EQ(pids.size(), 2u) << r.output;
   EXPECT_TRUE(all_gone(pids));
+}
+
+// A rank killed by a signal cannot unlink its libfabric shm regions; the
+// launcher that reaped it removes them. The control: the same worker run
+// alone leaves its region.
+TEST(Launcher, AKilledRanksLibfabricShmRegionsAreRemoved) {
+  ASSERT_TRUE(jaccl::detail::ofi::built())
+      << "this build has no libfabric: install libfabric-dev";
+  TempDir dir;
+  auto env = clean_rank_env(0, 1);
+  env["TEST_SC_DIR"] = dir / "sc";
+  env["TEST_OFI_PROVIDER"] = "shm";
+  ProcResult alone = run(worker_path("ofi_node"), {"die"}, env, kDeadline);
+  const std::string line = line_of(alone.output, "pid=");
+  ASSERT_FALSE(line.empty()) << alone.describe() << "\n" << alone.output;
+  const pid_t pid = std::stoi(line.substr(4));
+  const size_t left = shm_regions_of(pid).size();
+  EXPECT_GT(left, 0u) << "the killed worker left no region: " << alone.output;
+  EXPECT_EQ(jaccl::detail::ofi::remove_shm_regions(pid),
+            static_cast<int>(left));
+  EXPECT_TRUE(shm_regions_of(pid).empty());
+
+  env.erase("JACCL_RANK");
+  env.erase("JACCL_SIZE");
+  ProcResult r =
+      run(launcher(), {"-n", "1", "-v", "--", worker_path("ofi_node"), "die"},
+          env, kDeadline);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.describe() << "\n" << r.output;
+  const auto pids = rank_pids_by_rank(r.output);
+  ASSERT_EQ(pids.count(0), 1u) << r.output;
+  EXPECT_EQ(shm_regions_of(pids.at(0)), std::vector<std::string>{}) << r.output;
+  EXPECT_NE(r.output.find("rank 0: removed"), std::string::npos) << r.output;
 }
 
 TEST(Launcher, RankIgnoringSigtermIsKilledAfterGrace) {

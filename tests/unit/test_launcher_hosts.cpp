@@ -14,6 +14,7 @@
 #include "support/fixtures.h"
 #include "support/launcher_output.h"
 #include "support/proc.h"
+#include "transport/ofi/ofi_fabric.h"
 
 namespace jaccl::test {
 namespace {
@@ -246,6 +247,22 @@ TEST(LauncherHosts, RemoteRanksThroughAStandInSsh) {
   // The start line of the remote shell is not part of the output.
   EXPECT_EQ(r.output.find("jaccl-run-remote-started"), std::string::npos)
       << r.output;
+}
+
+// The remote side's shell removes the libfabric shm regions of a rank a
+// signal killed (the local case and its control: test_launcher.cpp).
+TEST(LauncherHosts, ARemoteKilledRanksShmRegionsAreRemoved) {
+  ASSERT_TRUE(jaccl::detail::ofi::built())
+      << "this build has no libfabric: install libfabric-dev";
+  TempDir cwd;
+  ProcResult r =
+      launch({"--hosts", "10.9.0.1", "--ssh", kLocalSsh, "--cwd", cwd.path(),
+              "--env", "TEST_SC_DIR=" + cwd / "sc", "--env",
+              "TEST_OFI_PROVIDER=shm", "--", worker_path("ofi_node"), "die"});
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.describe() << "\n" << r.output;
+  const auto pids = rank_pids_by_rank(r.output);
+  ASSERT_EQ(pids.count(0), 1u) << r.output;
+  EXPECT_EQ(shm_regions_of(pids.at(0)), std::vector<std::string>{}) << r.output;
 }
 
 TEST(LauncherHosts, MissingRemoteDirectoryIsNamed) {

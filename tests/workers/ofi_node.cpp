@@ -15,8 +15,8 @@
 //                       wait fd (no progress) until rank 0's message makes
 //                       it readable; prints "WOKE" (or "NO_WAIT_FD")
 //   ofi_node cards      only the card exchange and insert_peers
-//   ofi_node die        opens its endpoints and kills itself (SIGKILL), leaving
-//                       its shm regions behind as a crashed job does
+//   ofi_node die        opens its endpoints, prints "pid=N" and kills itself
+//                       (SIGKILL), leaving its shm regions behind
 //   ofi_node trunc      rank 0 sends 4 KiB into rank 1's 16-byte recv: rank 1
 //                       fails with a ProtocolError naming rank 0
 //   ofi_node pingpong   ranks 0 and 1: ping-pong (half round trip, and the
@@ -30,6 +30,7 @@
 // overrides it for rank r), TEST_OFI_DOMAIN, TEST_OFI_FORCE_REGISTER=1,
 // TEST_OFI_WIRES.
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -556,6 +557,7 @@ int main(int argc, char** argv) {
           throw std::runtime_error(e);
       }
     } else if (mode == "die") {
+      std::cout << "pid=" << ::getpid() << std::endl;
       std::raise(SIGKILL);
     } else if (mode == "fdwake") {
       fdwake(c, *eps[0]);

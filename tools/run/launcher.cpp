@@ -12,6 +12,7 @@
 
 #include "run/remote.h"
 #include "run/util.h"
+#include "transport/ofi/shm_regions.h"
 
 namespace jaccl::run {
 
@@ -121,6 +122,15 @@ void Launcher::on_exit(int rank) {
     on_started(rank);
   }
   const std::string name = "rank " + std::to_string(rank);
+  if (!r.remote && WIFSIGNALED(r.status)) {
+    // Killed: it could not unlink its libfabric shm regions (the remote
+    // side's shell does the same for its ranks).
+    const int n = jaccl::detail::ofi::remove_shm_regions(r.pid);
+    if (n > 0 && opt_.verbose) {
+      note(name + ": removed " + std::to_string(n) +
+           " libfabric shm region(s) it left in /dev/shm");
+    }
+  }
   if (r.remote && !r.started) {
     std::string said = r.err.last_line.empty() ? "" : ": " + r.err.last_line;
     // 255 is ssh's own failure, unless our remote shell said why.

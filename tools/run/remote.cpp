@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "transport/ofi/shm_regions.h"
+
 namespace jaccl::run {
 
 std::string shell_quote(const std::string& s) {
@@ -111,6 +113,10 @@ std::string remote_command(const RemoteRank& r) {
   s += "exec 3<&-; ";
   s += "wait \"$p\" 2>/dev/null; s=$?; ";
   s += "kill \"$w\" 2>/dev/null; kill -s KILL -- \"-$p\" 2>/dev/null; ";
+  // A rank killed by a signal leaves its libfabric shm regions (see
+  // transport/ofi/shm_regions.h); its pid is $p (setsid and env exec it).
+  s += "[ \"$s\" -le 128 ] || rm -f /dev/shm/\"$p\"" +
+       std::string(jaccl::detail::ofi::kShmRegionTag) + "* 2>/dev/null; ";
   s += "[ -z \"$f\" ] || rm -f \"$f\"; ";
   s += "exit $s";
   std::vector<std::string> argv = {"exec", "/bin/sh", "-c", s, "jaccl-rank"};

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/random.h"
 #include "transport/ofi/ofi_mr.h"
+#include "transport/ofi/shm_regions.h"
 
 namespace jaccl::detail::ofi {
 namespace {
@@ -109,11 +110,11 @@ class EndpointImpl final : public Endpoint {
     }
     uint64_t nonce = 0;
     random_bytes(&nonce, sizeof nonce);
-    char name[64];
-    std::snprintf(name, sizeof name, "fi_shm://%ld:jaccl-%016llx",
-                  static_cast<long>(::getpid()),
-                  static_cast<unsigned long long>(nonce));
-    check(fi_setname(&ep_->fid, name, std::strlen(name) + 1), "fi_setname");
+    const std::string name =
+        "fi_shm://" + shm_region_name(static_cast<long>(::getpid()), nonce);
+    check(
+        fi_setname(&ep_->fid, const_cast<char*>(name.c_str()), name.size() + 1),
+        "fi_setname");
   }
 
   Card card() const override { return card_; }

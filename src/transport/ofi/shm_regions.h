@@ -1,0 +1,26 @@
+// Copyright 2026 the jaccl authors.
+// The names jaccl gives libfabric's shm regions (/dev/shm/<pid>:jaccl-<hex>)
+// and the sweep of those a killed process left. libfabric unlinks a region
+// when its endpoint closes and when its process exits or takes SIGINT or
+// SIGTERM, but nothing of the process runs on SIGKILL (the OOM killer's, or
+// a launcher's last resort), so whoever reaped the process removes them.
+// No libfabric header here: jaccl-run uses it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace jaccl::detail::ofi {
+
+// What follows the pid in every region name jaccl gives.
+inline constexpr const char* kShmRegionTag = ":jaccl-";
+
+// "<pid>:jaccl-<nonce, 16 hex digits>".
+std::string shm_region_name(long pid, uint64_t nonce);
+
+// Unlinks every /dev/shm/<pid>:jaccl-* and returns how many. Only for a
+// process the caller knows is dead (it reaped it): a live one's regions are
+// in use.
+int remove_shm_regions(long pid);
+
+}  // namespace jaccl::detail::ofi
