@@ -267,9 +267,8 @@ void set_keepalive(int fd, int idle_s, int interval_s, int count,
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
 }
 
-void set_buffer_sizes(int fd, int bytes) {
+void set_send_buffer(int fd, int bytes) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
 }
 
 namespace {

@@ -95,7 +95,9 @@ void set_nodelay(int fd);
 // a receiver busy computing for a while would kill the link.
 void set_keepalive(int fd, int idle_s, int interval_s, int count,
                    int user_timeout_ms = -1);
-void set_buffer_sizes(int fd, int bytes);
+// SO_SNDBUF (the kernel doubles it for its own bookkeeping); turns off the
+// send buffer's autotuning for this socket.
+void set_send_buffer(int fd, int bytes);
 
 // Blocking-style transfers on non-blocking sockets, bounded by dl. EOF or
 // reset is PeerLost, expiry Timeout, others Io; errors carry ctx.
