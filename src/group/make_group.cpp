@@ -174,7 +174,7 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
                                    "between hosts");
       }
     }
-    return tcp_data_wires(plan, cfg, rank, /*network_data=*/!use_ofi);
+    return tcp_data_wires(plan, rank, /*network_data=*/!use_ofi);
   };
   Connections conns =
       setup_tcp(cfg, sc, want_data,
@@ -204,7 +204,7 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
         cfg, ofi->make_network(conns, {}, all, ofi_wires(cfg), kTagFlat));
   }
   JACCL_LOG(Info, "rank " << rank << ": TCP data plane ready ("
-                          << cfg.get_size() << " ranks, " << cfg.get_wires()
+                          << cfg.get_size() << " ranks, " << plan.wires
                           << " wires)");
   return make_net_group(cfg, make_tcp_network(std::move(conns)));
 }

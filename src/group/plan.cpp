@@ -46,11 +46,11 @@ Plan choose_plan(const Config& cfg, const std::vector<TcpCard>& cards,
                   : shared                   ? Layout::Hier
                                              : Layout::Flat;
   }
+  plan.wires = default_tcp_wires(cfg, cards, plan.layout == Layout::Hier);
   return plan;
 }
 
-std::vector<int> tcp_data_wires(const Plan& plan, const Config& cfg, int rank,
-                                bool network_data) {
+std::vector<int> tcp_data_wires(const Plan& plan, int rank, bool network_data) {
   const HostMap& map = plan.map;
   const size_t n = static_cast<size_t>(map.size());
   std::vector<int> wires(n, 0);
@@ -66,13 +66,12 @@ std::vector<int> tcp_data_wires(const Plan& plan, const Config& cfg, int rank,
     } else if (!network_data) {
       wires[p] = 0;  // libfabric carries the data; TCP keeps liveness
     } else if (plan.layout == Layout::Flat) {
-      wires[p] =
-          data_wires_between(rank, ip, static_cast<int>(n), cfg.get_wires());
+      wires[p] = data_wires_between(rank, ip, static_cast<int>(n), plan.wires);
     } else if (map.host_of[p] != map.host_of[static_cast<size_t>(rank)]) {
       // Leaders carry the collectives; other pairs only send/recv.
       const bool heads =
           map.index_of[p] == 0 && map.index_of[static_cast<size_t>(rank)] == 0;
-      wires[p] = heads ? cfg.get_wires() : 1;
+      wires[p] = heads ? plan.wires : 1;
     }
   }
   return wires;

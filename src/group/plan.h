@@ -23,6 +23,7 @@ enum class Layout {
 struct Plan {
   Layout layout = Layout::Flat;
   HostMap map;
+  int wires = 2;  // TCP data wires of a pair that carries data
 };
 
 // Host ids for HostMap: ranks share one when they can share memory (same
@@ -37,7 +38,6 @@ Plan choose_plan(const Config& cfg, const std::vector<TcpCard>& cards,
 // TCP data wires toward each peer (-1: no connection at all; 0: the control
 // connection only; the same number at both ends of a pair). network_data:
 // whether TCP carries the network's data (false when libfabric does).
-std::vector<int> tcp_data_wires(const Plan& plan, const Config& cfg, int rank,
-                                bool network_data);
+std::vector<int> tcp_data_wires(const Plan& plan, int rank, bool network_data);
 
 }  // namespace jaccl::detail

@@ -1,6 +1,8 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/tcp_card.h"
 
+#include <sched.h>
+
 #include <unistd.h>
 
 #include <climits>
@@ -72,6 +74,11 @@ TcpCard local_card(int rank, int wires) {
   c.ipc_ns = read_link("/proc/self/ns/ipc");
   c.net_ns = read_link("/proc/self/ns/net");
   c.pid = static_cast<int>(::getpid());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    c.cpus = CPU_COUNT(&set);
+  }
   return c;
 }
 
@@ -80,7 +87,7 @@ std::string encode_card(const TcpCard& c) {
       {"v", kCardVersion}, {"rank", c.rank},     {"addrs", c.addresses},
       {"port", c.port},    {"wires", c.wires},   {"host", c.hostname},
       {"boot", c.boot_id}, {"ipc_ns", c.ipc_ns}, {"net_ns", c.net_ns},
-      {"pid", c.pid},
+      {"pid", c.pid},      {"cpus", c.cpus},
   };
   if (!c.ofi.empty()) {
     j["ofi"] = c.ofi;
@@ -123,6 +130,9 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
     c.ipc_ns = j.at("ipc_ns").get<std::string>();
     c.net_ns = j.at("net_ns").get<std::string>();
     c.pid = int_field(j, "pid");
+    if (j.contains("cpus")) {
+      c.cpus = int_field(j, "cpus");
+    }
     if (j.contains("ofi")) {
       c.ofi = j.at("ofi").get<std::vector<std::string>>();
     }
@@ -136,6 +146,9 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
   }
   if (c.wires < 1 || c.wires > 64) {
     return bad("wires " + std::to_string(c.wires) + " out of range 1..64");
+  }
+  if (c.cpus < 0 || c.cpus > (1 << 20)) {
+    return bad("cpus " + std::to_string(c.cpus) + " out of range");
   }
   if ((c.port == 0) != c.addresses.empty()) {
     return bad("a port without an address or an address without a port");

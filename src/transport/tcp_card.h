@@ -27,6 +27,8 @@ struct TcpCard {
   std::string ipc_ns;
   std::string net_ns;
   int pid = 0;
+  // CPUs this rank may run on (its affinity mask); 0 when not said.
+  int cpus = 0;
   // The ofi transport's endpoints (one per wire), each ofi::Card::encode()
   // in hex; empty when this rank opened none.
   std::vector<std::string> ofi;

@@ -10,6 +10,9 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "common/log.h"
 #include "transport/interfaces.h"
@@ -34,6 +37,39 @@ int data_wires_between(int a, int b, int size, int wires) {
   }
   int d = (a - b + size) % size;
   return (d == 1 || d == size - 1) ? wires : 1;
+}
+
+// Each wire of a ring op is driven by its own thread, busy with copies in
+// and out of the kernel. On the 2-core VM of 2026-12-01 (2 ranks, all_sum,
+// 5 alternating runs, same-host buffers of transport/tcp_setup.cpp), one
+// wire moved 1.98 / 1.97 / 1.78 GB/s at 1 / 2 / 4 MiB where two moved
+// 1.17 / 1.21 / 1.44 (Open MPI-TCP 2.03 / 1.94 / 1.22); two were 8-20 %
+// ahead at 8-64 MiB (1.40-1.51 against 1.26-1.36, Open MPI 0.52-0.83).
+// So a second wire is worth its thread only where cores are free for it.
+int default_tcp_wires(const Config& cfg, const std::vector<TcpCard>& cards,
+                      bool leaders_only) {
+  if (cfg.get_wires_set()) {
+    return cfg.get_wires();
+  }
+  constexpr int kWires = 2;
+  std::map<std::string, std::pair<int, int>> hosts;  // boot id: ranks, cpus
+  for (const TcpCard& c : cards) {
+    if (c.boot_id.empty() || c.cpus <= 0) {
+      continue;  // unknown: no constraint from it
+    }
+    auto& h = hosts[c.boot_id];
+    if (leaders_only && h.first > 0) {
+      continue;
+    }
+    ++h.first;
+    h.second = h.second == 0 ? c.cpus : std::min(h.second, c.cpus);
+  }
+  for (const auto& [boot, h] : hosts) {
+    if (h.first * kWires > h.second) {
+      return 1;
+    }
+  }
+  return kWires;
 }
 
 bool dials(int from, int to, const std::vector<char>& listens) {

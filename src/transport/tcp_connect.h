@@ -42,6 +42,12 @@ namespace jaccl::detail {
 
 // Data connections between distinct ranks a and b.
 int data_wires_between(int a, int b, int size, int wires);
+// Wires per pair when JACCL_WIRES / set_wires does not say: 2, or 1 when
+// the ranks of some host that drive TCP wires (every rank, or with
+// leaders_only its first), 2 wire threads each, would outnumber its CPUs
+// (cpus from the cards; every rank computes the same number).
+int default_tcp_wires(const Config& cfg, const std::vector<TcpCard>& cards,
+                      bool leaders_only = false);
 // Whether rank `from` dials rank `to` (listens[r]: rank r listens).
 bool dials(int from, int to, const std::vector<char>& listens);
 // ConfigError (reported by rank me) if some pair has no listener.

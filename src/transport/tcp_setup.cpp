@@ -85,7 +85,8 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
       continue;
     }
     int w = data_wires.empty()
-                ? data_wires_between(me, p, size, st.cfg.get_wires())
+                ? data_wires_between(me, p, size,
+                                     default_tcp_wires(st.cfg, st.cards))
                 : data_wires[static_cast<size_t>(p)];
     if (w < 0) {
       continue;  // not connected at all (liveness goes through a relay)

@@ -269,6 +269,8 @@ TEST(TcpCard, RoundTripAndValidation) {
   EXPECT_EQ(d.ipc_ns, c.ipc_ns);
   EXPECT_FALSE(d.boot_id.empty());
   EXPECT_FALSE(d.ipc_ns.empty());
+  EXPECT_GT(c.cpus, 0);
+  EXPECT_EQ(d.cpus, c.cpus);
   auto bad = [](std::string bytes, int from) {
     try {
       decode_card(bytes, from, 0);
@@ -292,8 +294,52 @@ TEST(TcpCard, RoundTripAndValidation) {
               std::string::npos)
         << v << ": " << bad(card, 3);
   }
+  {
+    // A card without cpus (an older jaccl's) says nothing about its CPUs.
+    std::string card = encode_card(c);
+    const std::string field = ",\"cpus\":" + std::to_string(c.cpus);
+    const size_t at = card.find(field);
+    ASSERT_NE(at, std::string::npos) << card;
+    card.erase(at, field.size());
+    EXPECT_EQ(decode_card(card, 3, 0).cpus, 0) << card;
+    c.cpus = -2;
+    EXPECT_NE(bad(encode_card(c), 3).find("cpus -2 out of range"),
+              std::string::npos);
+    c.cpus = 2;
+  }
   c.addresses = {"not-an-ip"};
   EXPECT_NE(bad(encode_card(c), 3).find("not a numeric IP"), std::string::npos);
+}
+
+// Two wire threads per rank only where the host has a CPU for each.
+TEST(Topology, DefaultWiresFollowEachHostsCpus) {
+  auto cards = [](std::vector<std::pair<std::string, int>> ranks) {
+    std::vector<TcpCard> v;
+    for (const auto& [boot, cpus] : ranks) {
+      TcpCard c;
+      c.rank = static_cast<int>(v.size());
+      c.boot_id = boot;
+      c.cpus = cpus;
+      v.push_back(c);
+    }
+    return v;
+  };
+  const Config dflt;
+  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 2}, {"a", 2}})), 1);
+  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 4}, {"a", 4}})), 2);
+  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 2}, {"b", 2}})), 2);
+  // One crowded host is enough: every rank must get the same answer.
+  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 8}, {"b", 2}, {"b", 2}})), 1);
+  // Only its first rank drives wires when a host's ranks share memory.
+  auto four = cards({{"a", 4}, {"a", 4}, {"a", 4}, {"a", 4}, {"b", 4}});
+  EXPECT_EQ(default_tcp_wires(dflt, four), 1);
+  EXPECT_EQ(default_tcp_wires(dflt, four, /*leaders_only=*/true), 2);
+  // Cards that do not say (an older jaccl's) do not constrain.
+  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 0}, {"a", 0}})), 2);
+  // JACCL_WIRES / set_wires wins.
+  Config three;
+  three.set_wires(3);
+  EXPECT_EQ(default_tcp_wires(three, cards({{"a", 2}, {"a", 2}})), 3);
 }
 
 TEST(Topology, WiresAndDirection) {
