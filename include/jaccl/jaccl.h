@@ -50,7 +50,8 @@ class Config {
   // Interface name or IP address the data plane listens on.
   Config& set_interface(std::string ifname_or_ip);
   // Data connections per neighbour (>= 1). Unset, each data plane takes its
-  // own default: TCP 2, ofi 1 (its wires share one domain; see README).
+  // own default: TCP 2, or 1 where a host's wire threads would outnumber its
+  // CPUs; ofi 1 (its wires share one domain). See README.
   Config& set_wires(int wires);
   // "auto", "tcp", "shm" or "ofi" (libfabric for every pair).
   Config& set_transport(std::string transport);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "collectives/shm_copy.h"
+#include "common/cache_info.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -37,38 +38,8 @@ constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
 // The pipeline's three jobs advance in pieces of about this size.
 constexpr size_t kPieceBytes = 32 * 1024;
 
-// Size of the data or unified cache of `level` serving cpu0, from sysfs
-// ("512K", "32768K"), 0 if unknown. sysconf(_SC_LEVEL3_CACHE_SIZE) on the
-// 2026-12-01 VM said 256 MiB (the host's L3) where sysfs and lscpu say 32.
-size_t sysfs_cache_bytes(int level) {
-  for (int i = 0; i < 8; ++i) {
-    std::string dir =
-        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
-    int l = 0;
-    std::string type, size;
-    if (!(lv >> l) || !(ty >> type) || !(sz >> size))
-      continue;
-    if (l != level || type == "Instruction")
-      continue;
-    size_t v = std::strtoull(size.c_str(), nullptr, 10);
-    char unit = size.empty() ? 0 : size.back();
-    if (unit == 'K')
-      v <<= 10;
-    else if (unit == 'M')
-      v <<= 20;
-    return v;
-  }
-  return 0;
-}
-
 size_t chunk_for_cache() {
-  size_t l2 = sysfs_cache_bytes(2);
-  if (l2 == 0) {
-    long v = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-    l2 = v > 0 ? static_cast<size_t>(v) : 512 * 1024;
-  }
-  return std::clamp<size_t>(l2, 256 * 1024, 1024 * 1024);
+  return std::clamp<size_t>(l2_cache_bytes(), 256 * 1024, 1024 * 1024);
 }
 
 // Last-level cache, only for the first guess of the copy-out strategy

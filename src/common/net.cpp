@@ -271,6 +271,12 @@ void set_send_buffer(int fd, int bytes) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
 }
 
+int send_buffer(int fd) {
+  int v = 0;
+  socklen_t len = sizeof(v);
+  return ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 ? v : 0;
+}
+
 namespace {
 
 [[noreturn]] void raise_io(bool sending, int e, const ErrorContext& ctx) {

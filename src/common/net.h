@@ -98,6 +98,8 @@ void set_keepalive(int fd, int idle_s, int interval_s, int count,
 // SO_SNDBUF (the kernel doubles it for its own bookkeeping); turns off the
 // send buffer's autotuning for this socket.
 void set_send_buffer(int fd, int bytes);
+// SO_SNDBUF as the kernel keeps it (twice the request, capped); 0 on error.
+int send_buffer(int fd);
 
 // Blocking-style transfers on non-blocking sockets, bounded by dl. EOF or
 // reset is PeerLost, expiry Timeout, others Io; errors carry ctx.

@@ -46,7 +46,7 @@ Plan choose_plan(const Config& cfg, const std::vector<TcpCard>& cards,
                   : shared                   ? Layout::Hier
                                              : Layout::Flat;
   }
-  plan.wires = default_tcp_wires(cfg, cards, plan.layout == Layout::Hier);
+  plan.wires = default_tcp_wires(cards, plan.layout == Layout::Hier);
   return plan;
 }
 

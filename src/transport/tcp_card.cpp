@@ -62,10 +62,11 @@ std::string TcpCard::describe() const {
   return s + ")";
 }
 
-TcpCard local_card(int rank, int wires) {
+TcpCard local_card(int rank, int wires, bool wires_set) {
   TcpCard c;
   c.rank = rank;
   c.wires = wires;
+  c.wires_set = wires_set;
   char host[HOST_NAME_MAX + 1] = {0};
   if (::gethostname(host, sizeof(host) - 1) == 0) {
     c.hostname = host;
@@ -87,7 +88,7 @@ std::string encode_card(const TcpCard& c) {
       {"v", kCardVersion}, {"rank", c.rank},     {"addrs", c.addresses},
       {"port", c.port},    {"wires", c.wires},   {"host", c.hostname},
       {"boot", c.boot_id}, {"ipc_ns", c.ipc_ns}, {"net_ns", c.net_ns},
-      {"pid", c.pid},      {"cpus", c.cpus},
+      {"pid", c.pid},      {"cpus", c.cpus},     {"wires_set", c.wires_set},
   };
   if (!c.ofi.empty()) {
     j["ofi"] = c.ofi;
@@ -132,6 +133,9 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
     c.pid = int_field(j, "pid");
     if (j.contains("cpus")) {
       c.cpus = int_field(j, "cpus");
+    }
+    if (j.contains("wires_set")) {
+      c.wires_set = j.at("wires_set").get<bool>();
     }
     if (j.contains("ofi")) {
       c.ofi = j.at("ofi").get<std::vector<std::string>>();

@@ -29,6 +29,9 @@ struct TcpCard {
   int pid = 0;
   // CPUs this rank may run on (its affinity mask); 0 when not said.
   int cpus = 0;
+  // Whether JACCL_WIRES / set_wires chose `wires` (a card without the field,
+  // an older jaccl's, counts as chosen: it always used `wires`).
+  bool wires_set = true;
   // The ofi transport's endpoints (one per wire), each ofi::Card::encode()
   // in hex; empty when this rank opened none.
   std::vector<std::string> ofi;
@@ -38,8 +41,9 @@ struct TcpCard {
   std::string describe() const;
 };
 
-// This process's identity fields (hostname, boot id, namespaces, pid).
-TcpCard local_card(int rank, int wires);
+// This process's identity fields (hostname, boot id, namespaces, pid,
+// CPUs) and its wire setting.
+TcpCard local_card(int rank, int wires, bool wires_set = true);
 
 std::string encode_card(const TcpCard& card);
 // Throws ProtocolError naming `from` (the rank that published it) when the

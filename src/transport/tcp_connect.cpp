@@ -11,8 +11,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
-#include <utility>
 
 #include "common/log.h"
 #include "transport/interfaces.h"
@@ -46,26 +46,32 @@ int data_wires_between(int a, int b, int size, int wires) {
 // 1.17 / 1.21 / 1.44 (Open MPI-TCP 2.03 / 1.94 / 1.22); two were 8-20 %
 // ahead at 8-64 MiB (1.40-1.51 against 1.26-1.36, Open MPI 0.52-0.83).
 // So a second wire is worth its thread only where cores are free for it.
-int default_tcp_wires(const Config& cfg, const std::vector<TcpCard>& cards,
-                      bool leaders_only) {
-  if (cfg.get_wires_set()) {
-    return cfg.get_wires();
-  }
+int default_tcp_wires(const std::vector<TcpCard>& cards, bool leaders_only) {
   constexpr int kWires = 2;
-  std::map<std::string, std::pair<int, int>> hosts;  // boot id: ranks, cpus
+  for (const TcpCard& c : cards) {
+    if (c.wires_set) {
+      return c.wires;
+    }
+  }
+  struct Kernel {
+    std::set<std::string> hosts;  // IPC namespaces (shared-memory hosts)
+    int ranks = 0;                // that drive wires
+    int cpus = 0;                 // the least any of them may run on
+  };
+  std::map<std::string, Kernel> kernels;  // by boot id
   for (const TcpCard& c : cards) {
     if (c.boot_id.empty() || c.cpus <= 0) {
       continue;  // unknown: no constraint from it
     }
-    auto& h = hosts[c.boot_id];
-    if (leaders_only && h.first > 0) {
-      continue;
+    Kernel& k = kernels[c.boot_id];
+    if (leaders_only && !k.hosts.insert(c.ipc_ns).second) {
+      continue;  // not its host's first rank: shared memory, no wires
     }
-    ++h.first;
-    h.second = h.second == 0 ? c.cpus : std::min(h.second, c.cpus);
+    ++k.ranks;
+    k.cpus = k.cpus == 0 ? c.cpus : std::min(k.cpus, c.cpus);
   }
-  for (const auto& [boot, h] : hosts) {
-    if (h.first * kWires > h.second) {
+  for (const auto& [boot, k] : kernels) {
+    if (k.ranks * kWires > k.cpus) {
       return 1;
     }
   }

@@ -42,11 +42,13 @@ namespace jaccl::detail {
 
 // Data connections between distinct ranks a and b.
 int data_wires_between(int a, int b, int size, int wires);
-// Wires per pair when JACCL_WIRES / set_wires does not say: 2, or 1 when
-// the ranks of some host that drive TCP wires (every rank, or with
-// leaders_only its first), 2 wire threads each, would outnumber its CPUs
-// (cpus from the cards; every rank computes the same number).
-int default_tcp_wires(const Config& cfg, const std::vector<TcpCard>& cards,
+// Wires per pair, from the cards alone so that every rank computes the same
+// number: the cards' `wires` when any rank chose it (JACCL_WIRES /
+// set_wires, or an older jaccl's card; exchange_cards makes them agree),
+// else 2, or 1 when on some kernel the ranks that drive TCP wires (every
+// rank, or with leaders_only the first of each shared-memory host), 2 wire
+// threads each, would outnumber the CPUs the least of them may run on.
+int default_tcp_wires(const std::vector<TcpCard>& cards,
                       bool leaders_only = false);
 // Whether rank `from` dials rank `to` (listens[r]: rank r listens).
 bool dials(int from, int to, const std::vector<char>& listens);

@@ -3,15 +3,14 @@
 // and publish the card, decide who dials whom, dial and accept, collect and
 // name whoever is missing, tune the sockets and start liveness).
 #include <poll.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
+#include "common/cache_info.h"
 #include "common/log.h"
 #include "transport/interfaces.h"
 #include "transport/liveness.h"
@@ -49,7 +48,7 @@ void listen_and_publish(TcpSetup& st, SideChannel& sc,
                         std::vector<std::string> ofi_card) {
   const Config& cfg = st.cfg;
   const int me = st.me;
-  TcpCard mine = local_card(me, cfg.get_wires());
+  TcpCard mine = local_card(me, cfg.get_wires(), cfg.get_wires_set());
   mine.ofi = std::move(ofi_card);
   if (cfg.get_listen()) {
     ListenAddress la = choose_listen_address(cfg);
@@ -78,16 +77,16 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
   const int me = st.me, size = st.size;
   const std::vector<int> data_wires =
       want_data ? want_data(st.cards) : std::vector<int>();
+  const int default_wires =
+      data_wires.empty() ? default_tcp_wires(st.cards) : 0;
   const TcpCard& mine = st.cards[static_cast<size_t>(me)];
   st.expected.assign(static_cast<size_t>(size), -1);
   for (int p = 0; p < size; ++p) {
     if (p == me) {
       continue;
     }
-    int w = data_wires.empty()
-                ? data_wires_between(me, p, size,
-                                     default_tcp_wires(st.cfg, st.cards))
-                : data_wires[static_cast<size_t>(p)];
+    int w = data_wires.empty() ? data_wires_between(me, p, size, default_wires)
+                               : data_wires[static_cast<size_t>(p)];
     if (w < 0) {
       continue;  // not connected at all (liveness goes through a relay)
     }
@@ -227,24 +226,12 @@ void collect(TcpSetup& st, std::unique_ptr<TcpAcceptor> acceptor,
 // moved 2-rank all_sum at 4-64 MiB from 0.80-0.95 to 1.34-1.42 GB/s
 // (medians; 4 ranks 0.43-0.46 -> 0.57-0.68), level at 64 KiB-1 MiB.
 // Between hosts a send buffer has to cover the bandwidth-delay product,
-// so autotuning stays.
+// so autotuning stays. The kernel caps the request at net.core.wmem_max
+// (212992 on a stock Debian, 4 MiB on that VM); the debug log says what
+// it applied.
 int same_host_send_buffer() {
-  long l2 = 0;
-  if (FILE* f =
-          std::fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r")) {
-    char unit = 0;
-    if (std::fscanf(f, "%ld%c", &l2, &unit) >= 1) {
-      l2 *= unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
-    }
-    std::fclose(f);
-  }
-  if (l2 <= 0) {
-    l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  }
-  if (l2 <= 0) {
-    l2 = 512 << 10;
-  }
-  return static_cast<int>(std::clamp<long>(l2 / 2, 64 << 10, 4 << 20));
+  return static_cast<int>(
+      std::clamp<size_t>(l2_cache_bytes() / 2, 64 << 10, 4 << 20));
 }
 
 // TCP_NODELAY and keepalive on every socket; same-host data connections
@@ -262,11 +249,16 @@ void tune_sockets(TcpSetup& st) {
       if (local) {
         if (sndbuf == 0) {
           sndbuf = same_host_send_buffer();
+          // The kernel caps the request at net.core.wmem_max (212992 on a
+          // stock Debian): say what it applied.
+          set_send_buffer(fd.get(), sndbuf);
           JACCL_LOG(Debug, "rank " << st.me << ": same-host data connections "
-                                   << "send with " << (sndbuf >> 10)
-                                   << " KiB buffers (half the L2)");
+                                   << "send with SO_SNDBUF " << (sndbuf >> 10)
+                                   << " KiB (half the L2); the kernel applied "
+                                   << (send_buffer(fd.get()) >> 10) << " KiB");
+        } else {
+          set_send_buffer(fd.get(), sndbuf);
         }
-        set_send_buffer(fd.get(), sndbuf);
       }
     }
     if (st.control[up].valid()) {

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bootstrap/in_process.h"
@@ -271,6 +272,9 @@ TEST(TcpCard, RoundTripAndValidation) {
   EXPECT_FALSE(d.ipc_ns.empty());
   EXPECT_GT(c.cpus, 0);
   EXPECT_EQ(d.cpus, c.cpus);
+  EXPECT_TRUE(d.wires_set);
+  EXPECT_FALSE(
+      decode_card(encode_card(local_card(3, 2, false)), 3, 0).wires_set);
   auto bad = [](std::string bytes, int from) {
     try {
       decode_card(bytes, from, 0);
@@ -295,13 +299,18 @@ TEST(TcpCard, RoundTripAndValidation) {
         << v << ": " << bad(card, 3);
   }
   {
-    // A card without cpus (an older jaccl's) says nothing about its CPUs.
+    // A card without cpus and wires_set (an older jaccl's) says nothing
+    // about its CPUs and counts as having chosen its wires.
+    c.wires_set = false;
     std::string card = encode_card(c);
-    const std::string field = ",\"cpus\":" + std::to_string(c.cpus);
-    const size_t at = card.find(field);
-    ASSERT_NE(at, std::string::npos) << card;
-    card.erase(at, field.size());
+    for (const std::string& field : std::vector<std::string>{
+             ",\"cpus\":" + std::to_string(c.cpus), ",\"wires_set\":false"}) {
+      const size_t at = card.find(field);
+      ASSERT_NE(at, std::string::npos) << card;
+      card.erase(at, field.size());
+    }
     EXPECT_EQ(decode_card(card, 3, 0).cpus, 0) << card;
+    EXPECT_TRUE(decode_card(card, 3, 0).wires_set) << card;
     c.cpus = -2;
     EXPECT_NE(bad(encode_card(c), 3).find("cpus -2 out of range"),
               std::string::npos);
@@ -311,35 +320,53 @@ TEST(TcpCard, RoundTripAndValidation) {
   EXPECT_NE(bad(encode_card(c), 3).find("not a numeric IP"), std::string::npos);
 }
 
-// Two wire threads per rank only where the host has a CPU for each.
+// Two wire threads per rank only where the host has a CPU for each, decided
+// from the cards alone.
 TEST(Topology, DefaultWiresFollowEachHostsCpus) {
-  auto cards = [](std::vector<std::pair<std::string, int>> ranks) {
+  // (boot id, IPC namespace, cpus) per rank, no rank choosing its wires.
+  using R = std::tuple<std::string, std::string, int>;
+  auto cards = [](std::vector<R> ranks) {
     std::vector<TcpCard> v;
-    for (const auto& [boot, cpus] : ranks) {
+    for (const auto& [boot, ipc, cpus] : ranks) {
       TcpCard c;
       c.rank = static_cast<int>(v.size());
       c.boot_id = boot;
+      c.ipc_ns = ipc;
       c.cpus = cpus;
+      c.wires = 2;
+      c.wires_set = false;
       v.push_back(c);
     }
     return v;
   };
-  const Config dflt;
-  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 2}, {"a", 2}})), 1);
-  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 4}, {"a", 4}})), 2);
-  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 2}, {"b", 2}})), 2);
-  // One crowded host is enough: every rank must get the same answer.
-  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 8}, {"b", 2}, {"b", 2}})), 1);
-  // Only its first rank drives wires when a host's ranks share memory.
-  auto four = cards({{"a", 4}, {"a", 4}, {"a", 4}, {"a", 4}, {"b", 4}});
-  EXPECT_EQ(default_tcp_wires(dflt, four), 1);
-  EXPECT_EQ(default_tcp_wires(dflt, four, /*leaders_only=*/true), 2);
-  // Cards that do not say (an older jaccl's) do not constrain.
-  EXPECT_EQ(default_tcp_wires(dflt, cards({{"a", 0}, {"a", 0}})), 2);
-  // JACCL_WIRES / set_wires wins.
-  Config three;
-  three.set_wires(3);
-  EXPECT_EQ(default_tcp_wires(three, cards({{"a", 2}, {"a", 2}})), 3);
+  EXPECT_EQ(default_tcp_wires(cards({{"a", "i", 2}, {"a", "i", 2}})), 1);
+  EXPECT_EQ(default_tcp_wires(cards({{"a", "i", 4}, {"a", "i", 4}})), 2);
+  EXPECT_EQ(default_tcp_wires(cards({{"a", "i", 2}, {"b", "i", 2}})), 2);
+  // One crowded kernel is enough: every rank must get the same answer.
+  EXPECT_EQ(
+      default_tcp_wires(cards({{"a", "i", 8}, {"b", "i", 2}, {"b", "i", 2}})),
+      1);
+  // Hierarchical: only each shared-memory host's first rank drives wires;
+  // two such hosts (IPC namespaces) on one kernel are two leaders.
+  auto four = cards({{"a", "i", 4},
+                     {"a", "i", 4},
+                     {"a", "i", 4},
+                     {"a", "i", 4},
+                     {"b", "i", 4}});
+  EXPECT_EQ(default_tcp_wires(four), 1);
+  EXPECT_EQ(default_tcp_wires(four, /*leaders_only=*/true), 2);
+  auto two_hosts_one_kernel =
+      cards({{"a", "i", 2}, {"a", "i", 2}, {"a", "j", 2}, {"a", "j", 2}});
+  EXPECT_EQ(default_tcp_wires(two_hosts_one_kernel, true), 1);
+  // Cards that do not say their CPUs do not constrain.
+  EXPECT_EQ(default_tcp_wires(cards({{"a", "i", 0}, {"a", "i", 0}})), 2);
+  // A rank that chose its wires (or an older jaccl's card, which always
+  // used its `wires`) decides for all: the cards already agree on the number.
+  auto chosen = cards({{"a", "i", 2}, {"a", "i", 2}});
+  chosen[1].wires_set = true;
+  EXPECT_EQ(default_tcp_wires(chosen), 2);
+  chosen[0].wires = chosen[1].wires = 3;
+  EXPECT_EQ(default_tcp_wires(chosen), 3);
 }
 
 TEST(Topology, WiresAndDirection) {

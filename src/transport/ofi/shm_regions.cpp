@@ -17,10 +17,14 @@ std::string shm_region_name(long pid, uint64_t nonce) {
 int remove_shm_regions(long pid) {
   const std::string prefix = std::to_string(pid) + kShmRegionTag;
   int removed = 0;
+  // Never throws (jaccl-run calls it while reaping): the iterator's
+  // increment(ec), not operator++, which throws on an error.
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0 &&
-        std::filesystem::remove(e.path(), ec)) {
+  std::filesystem::directory_iterator it("/dev/shm", ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code rm;
+    if (it->path().filename().string().rfind(prefix, 0) == 0 &&
+        std::filesystem::remove(it->path(), rm)) {
       ++removed;
     }
   }
