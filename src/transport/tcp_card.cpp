@@ -2,7 +2,6 @@
 #include "transport/tcp_card.h"
 
 #include <sched.h>
-
 #include <unistd.h>
 
 #include <climits>

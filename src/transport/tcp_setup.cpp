@@ -247,17 +247,16 @@ void tune_sockets(TcpSetup& st) {
       set_nodelay(fd.get());
       apply_keepalive(fd.get(), hb);
       if (local) {
-        if (sndbuf == 0) {
+        const bool first = sndbuf == 0;
+        if (first) {
           sndbuf = same_host_send_buffer();
-          // The kernel caps the request at net.core.wmem_max (212992 on a
-          // stock Debian): say what it applied.
-          set_send_buffer(fd.get(), sndbuf);
+        }
+        set_send_buffer(fd.get(), sndbuf);
+        if (first) {
           JACCL_LOG(Debug, "rank " << st.me << ": same-host data connections "
                                    << "send with SO_SNDBUF " << (sndbuf >> 10)
                                    << " KiB (half the L2); the kernel applied "
                                    << (send_buffer(fd.get()) >> 10) << " KiB");
-        } else {
-          set_send_buffer(fd.get(), sndbuf);
         }
       }
     }

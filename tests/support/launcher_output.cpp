@@ -2,9 +2,7 @@
 #include "support/launcher_output.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <sstream>
-#include <system_error>
 
 #include "transport/ofi/shm_regions.h"
 
@@ -104,17 +102,7 @@ std::map<int, pid_t> ssh_pids(const std::string& output) {
 }
 
 std::vector<std::string> shm_regions_of(pid_t pid) {
-  const std::string prefix =
-      std::to_string(pid) + jaccl::detail::ofi::kShmRegionTag;
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) {
-      found.push_back(name);
-    }
-  }
-  return found;
+  return jaccl::detail::ofi::shm_regions(pid);
 }
 
 }  // namespace jaccl::test

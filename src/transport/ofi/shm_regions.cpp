@@ -14,17 +14,27 @@ std::string shm_region_name(long pid, uint64_t nonce) {
   return std::to_string(pid) + kShmRegionTag + hex;
 }
 
-int remove_shm_regions(long pid) {
+std::vector<std::string> shm_regions(long pid) {
   const std::string prefix = std::to_string(pid) + kShmRegionTag;
-  int removed = 0;
-  // Never throws (jaccl-run calls it while reaping): the iterator's
-  // increment(ec), not operator++, which throws on an error.
+  std::vector<std::string> names;
+  // increment(ec), not operator++, which throws on an error: jaccl-run
+  // calls this while reaping.
   std::error_code ec;
   std::filesystem::directory_iterator it("/dev/shm", ec);
   for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::error_code rm;
-    if (it->path().filename().string().rfind(prefix, 0) == 0 &&
-        std::filesystem::remove(it->path(), rm)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) == 0) {
+      names.push_back(std::move(name));
+    }
+  }
+  return names;
+}
+
+int remove_shm_regions(long pid) {
+  int removed = 0;
+  for (const std::string& name : shm_regions(pid)) {
+    std::error_code ec;
+    if (std::filesystem::remove(std::filesystem::path("/dev/shm") / name, ec)) {
       ++removed;
     }
   }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace jaccl::detail::ofi {
 
@@ -17,6 +18,9 @@ inline constexpr const char* kShmRegionTag = ":jaccl-";
 
 // "<pid>:jaccl-<nonce, 16 hex digits>".
 std::string shm_region_name(long pid, uint64_t nonce);
+
+// The names of /dev/shm/<pid>:jaccl-* (never throws).
+std::vector<std::string> shm_regions(long pid);
 
 // Unlinks every /dev/shm/<pid>:jaccl-* and returns how many. Only for a
 // process the caller knows is dead (it reaped it): a live one's regions are
