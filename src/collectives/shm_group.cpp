@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "collectives/shm_copy.h"
+#include "common/affinity.h"
 #include "common/cache_info.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -22,6 +23,9 @@ namespace {
 
 constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
 constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
+// A rank that finds itself on the CPU of a rank it waits for moves off it
+// at most once per this many sync steps (ShmGroup::wait_mode).
+constexpr uint64_t kMoveEverySteps = 1024;
 // all_gather may read peers' inputs directly (process_vm_readv) from here:
 // below, the system call and the page pinning cost more than a copy.
 constexpr size_t kDirectGatherBytes = 64 * 1024;
@@ -121,6 +125,7 @@ void ShmGroup::init_segment(char* base, const ShmLayout& layout,
   new (base + layout.wake_off()) WakeWord();
   for (int r = 0; r < layout.nranks; ++r) {
     new (base + layout.ctl_off(r)) RankCtl();
+    reinterpret_cast<RankCtl*>(base + layout.ctl_off(r))->cpu.store(-1);
   }
 }
 
@@ -178,12 +183,45 @@ void ShmGroup::guarded(const char* what, F&& body) {
   }
 }
 
+WaitMode ShmGroup::wait_mode(int peer) {
+  if (oversubscribed_)
+    return WaitMode::kYield;
+  const int me = ::sched_getcpu();
+  if (me < 0)
+    return WaitMode::kSpin;
+  int lowest = -1;  // the lowest rank waited for that last ran on this CPU
+  for (int q = 0; q < size_ && lowest < 0; ++q) {
+    const bool waited =
+        peer >= 0 ? q == peer
+                  : q != rank_ &&
+                        ctl(q).arrive.load(std::memory_order_relaxed) < step_;
+    if (waited && ctl(q).cpu.load(std::memory_order_relaxed) == me)
+      lowest = q;
+  }
+  if (lowest < 0)
+    return WaitMode::kSpin;
+  // Two ranks on one CPU both see it; only the higher one moves, and only
+  // now and then, so that a mask of one CPU or a scheduler that keeps them
+  // together costs a system call per many steps, not per poll.
+  if (rank_ > lowest &&
+      (!moved_once_ || step_ - moved_at_ >= kMoveEverySteps)) {
+    moved_once_ = true;
+    moved_at_ = step_;
+    if (move_off_this_cpu()) {
+      note_cpu();
+      return WaitMode::kSpin;
+    }
+  }
+  return WaitMode::kYield;
+}
+
 void ShmGroup::step(const OpDesc& d) {
   ++step_;
   const uint64_t s = step_;
   RankCtl& me = ctl(rank_);
   me.desc[s & 1] = d;
   me.desc[s & 1].report = tuner_.take_report();
+  note_cpu();
   me.arrive.store(s, std::memory_order_release);
   wake().bump();
   auto ready = [&] {
@@ -508,6 +546,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
           {.rank = who(rank_)});
   }
   guarded("send", [&] {
+    note_cpu();
     RingCtl& rc = ring(rank_, dst);
     char* data = ring_data(rank_, dst);
     const size_t cap = layout_.ring_bytes;
@@ -526,7 +565,8 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
               check_alive(
                   deadline_,
                   ("rank " + std::to_string(who(dst)) + " to receive").c_str());
-            });
+            },
+            dst);
         size_t room = cap - (head - tail);
         size_t at = head % cap;
         size_t k = std::min({len - done, room, cap - at});
@@ -551,6 +591,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
           {.rank = who(rank_)});
   }
   guarded("recv", [&] {
+    note_cpu();
     RingCtl& rc = ring(src, rank_);
     const char* data = ring_data(src, rank_);
     const size_t cap = layout_.ring_bytes;
@@ -568,7 +609,8 @@ void ShmGroup::recv(void* out, size_t n, int src) {
               check_alive(
                   deadline_,
                   ("a message from rank " + std::to_string(who(src))).c_str());
-            });
+            },
+            src);
         size_t at = tail % cap;
         size_t k = std::min({len - done, size_t(head - tail), cap - at});
         cached_copy(p + done, data + at, k);

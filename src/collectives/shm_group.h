@@ -9,6 +9,8 @@
 // reach DRAM, whose bandwidth all local ranks share.
 #pragma once
 
+#include <sched.h>
+
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -107,10 +109,20 @@ class ShmGroup : public Group {
   // Whether every rank of the host can read every peer's memory (probed
   // on the first large all_to_all, the same verdict on every rank).
   bool a2a_direct_ok(const OpDesc& d);
+  // peer: the rank waited for, or -1 for every rank that has not arrived
+  // at the current step.
   template <class Ready, class Check>
-  void wait(Ready ready, Check check) {
-    wait_until(wake(), ready, check, oversubscribed_);
+  void wait(Ready ready, Check check, int peer = -1) {
+    wait_until(wake(), ready, check, [&] { return wait_mode(peer); });
   }
+  // Publishes the CPU this rank runs on (RankCtl::cpu).
+  void note_cpu() {
+    ctl(rank_).cpu.store(::sched_getcpu(), std::memory_order_relaxed);
+  }
+  // How to wait for `peer` (or the ranks not yet at the current step): spin
+  // while they run elsewhere; yield when they share this rank's CPU (and
+  // the higher rank of such a pair moves itself off it; see shm_sync.h).
+  WaitMode wait_mode(int peer);
 
   size_t header_chunk() const {
     return reinterpret_cast<const ShmHeader*>(base_)->chunk_bytes;
@@ -154,6 +166,10 @@ class ShmGroup : public Group {
   Deadline deadline_;
   // More ranks than cores: waits yield at once (see wait_until).
   bool oversubscribed_ = false;
+  // Steps at which this rank last moved itself off a CPU it shared with a
+  // rank it waited for (at most one move per kMoveEverySteps).
+  uint64_t moved_at_ = 0;
+  bool moved_once_ = false;
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size

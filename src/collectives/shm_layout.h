@@ -48,7 +48,11 @@ struct OpDesc {
 
 struct alignas(kCacheLine) RankCtl {
   std::atomic<uint64_t> arrive;  // last sync step this rank arrived at
-  OpDesc desc[2];                // by step parity
+  // The CPU this rank ran on when it last arrived or started to wait
+  // (sched_getcpu; -1 unknown): a rank waiting for it on the same CPU
+  // yields at once instead of spinning (shm_sync.h).
+  std::atomic<int32_t> cpu;
+  OpDesc desc[2];  // by step parity
 };
 
 // A single-producer single-consumer byte ring for send/recv of one pair.

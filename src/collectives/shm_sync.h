@@ -36,23 +36,35 @@ struct alignas(kCacheLine) WakeWord {
 };
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
+// How a waiter should wait for the rank it waits for, from where that rank
+// runs.
+enum class WaitMode {
+  kSpin,   // it runs on another core: it answers in well under a microsecond
+  kYield,  // it may be waiting for this core (oversubscribed, or same CPU)
+};
+
 // Waits until ready() holds. check() runs every slice (and may throw: the
-// failure state, the deadline). Returns when ready.
-// oversubscribed: more local ranks than cores; then the peer we wait for
-// may need this very core, so every poll yields.
-template <class Ready, class Check>
-void wait_until(WakeWord& ww, Ready ready, Check check,
-                bool oversubscribed = false) {
+// failure state, the deadline). Returns when ready. mode() says how to wait
+// (re-read as the wait goes on).
+template <class Ready, class Check, class Mode>
+void wait_until(WakeWord& ww, Ready ready, Check check, Mode mode) {
   using Clock = std::chrono::steady_clock;
   // 1. Spin without giving up the core: a peer that is running answers in
   //    well under a microsecond, and a yield here would hand the core to any
   //    other process for a whole time slice. Oversubscribed, the peer is
   //    likely waiting for this core, so every poll yields (4 ranks on 2
   //    cores: 24 us -> 3 us per small all_sum).
-  // 2. Then yield between polls for a while (oversubscribed ranks let the
-  //    peer run on this core).
+  //    The scheduler may also put two ranks that woke each other on one CPU
+  //    and leave them there for a long while (2 ranks on 2 cores of the
+  //    2026-12-01 VM: 24 us per 8 B-16 KiB all_sum, a 20 us spin per step,
+  //    for ~100 ms); then the waiter yields, and the caller moves one of
+  //    them (ShmGroup::wait_mode). Sleeping on the futex instead did not
+  //    separate them (the wake-up put the sleeper back beside its waker:
+  //    5-6 us per step).
+  // 2. Then yield between polls for a while.
   // 3. Then sleep on the futex.
   const auto start = Clock::now();
+  WaitMode m = mode();
   for (unsigned i = 1;; ++i) {
     if (ready())
       return;
@@ -65,8 +77,9 @@ void wait_until(WakeWord& ww, Ready ready, Check check,
         break;
       if (spent > std::chrono::microseconds(20))
         std::this_thread::yield();
+      m = mode();
     }
-    if (oversubscribed) {
+    if (m == WaitMode::kYield) {
       std::this_thread::yield();
     }
   }

@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
 // ShmGroup with threads as ranks over one real shared-memory segment.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 
 #include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
+#include "common/affinity.h"
 #include "jaccl/jaccl.h"
 
 using namespace jaccl;
@@ -571,6 +573,85 @@ TEST(ShmGroup, RecvSizeMismatchIsAnError) {
     EXPECT_NE(std::string(e.what()).find("sent 16 bytes"), std::string::npos)
         << e.what();
   }
+}
+
+// The CPUs the calling thread may run on, and setting them.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set))
+      out.push_back(c);
+  }
+  return out;
+}
+void allow_cpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus)
+    CPU_SET(c, &set);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+TEST(CpuPlacement, MoveOffThisCpuMovesAndLeavesTheMask) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  std::thread([&] {
+    allow_cpus({cpus[0]});  // runs on cpus[0] from here ...
+    allow_cpus(cpus);       // ... and may run anywhere again
+    EXPECT_TRUE(move_off_this_cpu());
+    EXPECT_NE(::sched_getcpu(), cpus[0]);
+    EXPECT_EQ(allowed_cpus(), cpus);
+    allow_cpus({cpus[1]});
+    EXPECT_FALSE(move_off_this_cpu()) << "a mask of one CPU: nowhere to go";
+    EXPECT_EQ(::sched_getcpu(), cpus[1]);
+    EXPECT_EQ(allowed_cpus(), std::vector<int>{cpus[1]});
+  }).join();
+}
+
+// Two ranks the scheduler left on one CPU (as it may after they woke each
+// other): the higher one moves itself off it at its first wait, so they do
+// not take turns on one core (24 us a small all_sum on the 2026-12-01 VM).
+TEST(ShmGroup, RanksStartedOnOneCpuSpreadOut) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  std::vector<int> where(2, -1);
+  run_ranks(2, [&](Group& g) {
+    allow_cpus({cpus[0]});
+    allow_cpus(cpus);
+    for (int i = 0; i < 200; ++i) {
+      float x[2] = {1, float(g.rank())};
+      g.all_sum(x, x, sizeof(x), Float32);
+      ASSERT_EQ(x[0], 2.0f);
+      ASSERT_EQ(x[1], 1.0f);
+    }
+    where[static_cast<size_t>(g.rank())] = ::sched_getcpu();
+    EXPECT_EQ(allowed_cpus(), cpus) << "the mask is the caller's";
+  });
+  EXPECT_NE(where[0], where[1]);
+}
+
+// Ranks pinned to one CPU by their user cannot move: they take turns
+// (yielding), stay where they were put, and compute the same results.
+TEST(ShmGroup, RanksPinnedToOneCpuTakeTurns) {
+  const std::vector<int> cpus = allowed_cpus();
+  run_ranks(2, [&](Group& g) {
+    allow_cpus({cpus[0]});
+    std::vector<float> big(1 << 18, 1.0f);
+    for (int i = 0; i < 300; ++i) {
+      float x[2] = {1, float(g.rank())};
+      g.all_sum(x, x, sizeof(x), Float32);
+      ASSERT_EQ(x[0], 2.0f);
+      ASSERT_EQ(x[1], 1.0f);
+    }
+    g.all_sum(big.data(), big.data(), big.size() * 4, Float32);
+    EXPECT_EQ(big.back(), 2.0f);
+    EXPECT_EQ(allowed_cpus(), std::vector<int>{cpus[0]});
+  });
 }
 
 TEST(ShmGroup, BadDtypeIsUsageErrorAndGroupStillWorks) {
