@@ -6,7 +6,7 @@
 //   shm_pattern [--ranks 2] [--sizes 64K,256K,1M,4M,16M,64M] [--reps 20]
 //               [--chunk 512K] [--piece 32K] [--out memcpy|nt|movsb|loop]
 //               [--stage memcpy|nt|movsb|loop] [--skip stage,reduce,copy]
-//               [--res memcpy|nt] [--pin] [--algo pipe|flat|cma|gather]
+//               [--res memcpy|nt] [--pin] [--algo pipe|flat|cma|xchg|gather]
 //               [--own input|slot] [--syncs 1|2]
 //   shm_pattern --offsets [--piece 32K]
 //
@@ -18,7 +18,9 @@
 // barrier. `flat` is one chunk of the whole message (stage all, barrier,
 // reduce own slice, barrier, copy all out). `cma` is Open MPI's large-message
 // path: process_vm_readv of the peer's slice straight from its input, reduce,
-// publish the reduced slice in shared memory, barrier, copy out. `gather`
+// publish the reduced slice in shared memory, barrier, copy out. `xchg`
+// reads every peer's whole input with process_vm_readv, a --piece at a time,
+// and reduces all of them itself (no shared writes at all). `gather`
 // is ShmGroup::all_gather's staged way (sizes are per rank; --own slot
 // copies the own block back from the rank's slot, as jaccl did before
 // 2026-12-01; --syncs 2 uses one slot and a second sync per op).
@@ -42,6 +44,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/reduce.h"
+#include "jaccl/types.h"
 
 namespace {
 
@@ -109,14 +114,16 @@ void copy(Copy how, void* dst, const void* src, size_t n) {
   }
 }
 
-__attribute__((noinline)) void add3(float* out, const float* a, const float* b,
-                                    size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    out[i] = a[i] + b[i];
+// jaccl's own float32 kernels (common/reduce.h), so the replay reduces as
+// fast as jaccl does: a plain loop here was not vectorized at -O2 and ran
+// at a third of jaccl's speed, which misplaced where the time goes.
+void add3(float* out, const float* a, const float* b, size_t n) {
+  jaccl::detail::reduce3(jaccl::detail::ReduceOp::Sum, jaccl::Float32, out, a,
+                         b, n);
 }
-__attribute__((noinline)) void add_into(float* out, const float* a, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    out[i] += a[i];
+void add_into(float* out, const float* a, size_t n) {
+  jaccl::detail::reduce_into(jaccl::detail::ReduceOp::Sum, jaccl::Float32, out,
+                             a, n);
 }
 
 struct alignas(64) Arrive {
@@ -288,6 +295,40 @@ struct Rank {
     barrier();  // peers finished reading my input
   }
 
+  // Full exchange, no shared writes: every rank reads each peer's whole
+  // input with process_vm_readv, a piece at a time into a private
+  // cache-sized buffer, and reduces all inputs in rank order into its
+  // output (the same bits on every rank). Sync: inputs ready (the
+  // harness's barrier), reads done.
+  std::vector<char> xbuf;
+  void xchg(const char* src, char* dst, size_t n) {
+    const size_t piece = std::min(o.piece, n);
+    if (xbuf.size() < piece * static_cast<size_t>(o.ranks))
+      xbuf.resize(piece * static_cast<size_t>(o.ranks));
+    for (size_t off = 0; off < n; off += piece) {
+      size_t len = std::min(piece, n - off);
+      auto part = [&](int q) -> const float* {
+        if (q == r)
+          return reinterpret_cast<const float*>(src + off);
+        char* tmp = xbuf.data() + static_cast<size_t>(q) * piece;
+        iovec l{tmp, len};
+        iovec rm{reinterpret_cast<void*>(arr[q].src_addr + off), len};
+        if (process_vm_readv(arr[q].pid, &l, 1, &rm, 1, 0) !=
+            static_cast<ssize_t>(len)) {
+          std::perror("process_vm_readv");
+          std::exit(1);
+        }
+        return reinterpret_cast<const float*>(tmp);
+      };
+      float* out = reinterpret_cast<float*>(dst + off);
+      const float* p0 = part(0);
+      add3(out, p0, part(1), len / 4);
+      for (int q = 2; q < o.ranks; ++q)
+        add_into(out, part(q), len / 4);
+    }
+    barrier();  // peers finished reading my input
+  }
+
   // ShmGroup::all_gather's staged way for n <= slot_bytes: stage into the
   // slot of the next step's parity, one sync, copy every block out (this
   // rank's from its input, or with --own slot from its slot). --syncs 2:
@@ -427,7 +468,7 @@ int main(int argc, char** argv) {
         CPU_SET(r % std::thread::hardware_concurrency(), &set);
         sched_setaffinity(0, sizeof(set), &set);
       }
-      Rank rk{o, r, base + ctl, slot_bytes, arr, 0, {}};
+      Rank rk{o, r, base + ctl, slot_bytes, arr, 0, {}, {}};
       std::vector<char> src(maxn),
           dst(gather ? maxn * static_cast<size_t>(o.ranks) : maxn);
       for (size_t i = 0; i < maxn / 4; ++i)
@@ -446,6 +487,8 @@ int main(int argc, char** argv) {
             rk.flat(src.data(), dst.data(), n);
           else if (o.algo == "cma")
             rk.cma(src.data(), dst.data(), n);
+          else if (o.algo == "xchg")
+            rk.xchg(src.data(), dst.data(), n);
           else
             rk.pipe(src.data(), dst.data(), n);
           double us =
