@@ -133,10 +133,16 @@ def jaccl_rows(ctx, p):
 
 
 def run(ctx):
+    """Per provider: the raw layer once, then `reps` rounds that alternate
+    fi_pingpong (every size) and jaccl's all_sum sweep, the order swapped
+    every round, so a slow phase of the machine hits both alike; the table
+    shows medians and each round's ratio."""
     log = ctx["log"]
     bdir = os.path.dirname(os.path.dirname(ctx["exe"]["run"]))
     worker = os.path.join(bdir, "tests", "workers", "ofi_node")
-    res = {"load_before": float(compare.loadavg()[0]), "providers": {}}
+    reps = max(1, ctx["reps"])
+    res = {"load_before": float(compare.loadavg()[0]), "providers": {},
+           "reps": reps}
     try:
         ctx["run"](["cmake", "--build", bdir, "-j2", "--target",
                     "worker_ofi_node"], timeout=1800)
@@ -144,17 +150,49 @@ def run(ctx):
         log(f"ofi: cannot build worker_ofi_node: {e}")
     for p in PROVIDERS:
         log(f"== ofi {p['name']}")
-        r = {"fi_pingpong": {}, "raw": [], "raw_registered": []}
-        for size in PP_SIZES:
-            r["fi_pingpong"][str(size)] = fi_pingpong(
-                p, size, _iters(size, ctx["quick"]), log)
+        r = {"rounds": [], "raw": [], "raw_registered": []}
         if os.path.exists(worker):
             r["raw"] = raw_layer(ctx, worker, p, False)
             r["raw_registered"] = raw_layer(ctx, worker, p, True)
-        r["jaccl"] = jaccl_rows(ctx, p)
+        for rep in range(reps):
+            pp = {}
+
+            def ping():
+                for size in PP_SIZES:
+                    pp[str(size)] = fi_pingpong(
+                        p, size, _iters(size, ctx["quick"]), log)
+
+            jr = {}
+
+            def jaccl():
+                jr.update(jaccl_rows(ctx, p))
+
+            for step in ((ping, jaccl) if rep % 2 == 0 else (jaccl, ping)):
+                step()
+            r["rounds"].append({"fi_pingpong": pp, "jaccl": jr})
+            log(f"   round {rep + 1}/{reps}")
         res["providers"][p["key"]] = r
     res["load_after"] = float(compare.loadavg()[0])
     return res
+
+
+def _median(v):
+    v = sorted(x for x in v if x is not None)
+    return v[len(v) // 2] if v else None
+
+
+def _rounds(r):
+    """(fi_pingpong by size, jaccl rows by size) per round; results from
+    before the rounds (one fi_pingpong and one sweep) count as one round."""
+    rounds = r.get("rounds")
+    if rounds is None:
+        rounds = [{"fi_pingpong": r.get("fi_pingpong", {}),
+                   "jaccl": r.get("jaccl", {})}]
+    out = []
+    for rd in rounds:
+        jr = {row["bytes"]: row for row in rd["jaccl"].get("rows", [])}
+        out.append((rd["fi_pingpong"], jr, rd["jaccl"].get("error")))
+    return out
 
 
 def render(res):
@@ -162,6 +200,7 @@ def render(res):
     L.append(f"Load average {res['load_before']:.1f} before, "
              f"{res['load_after']:.1f} after (2 cores): figures taken on a "
              "loaded machine are low for every column alike.\n")
+    reps = res.get("reps", 1)
     L.append("Ceiling: `fi_pingpong -e rdm -m tagged` of the same provider in "
              "the same run (ping-pong: half a round trip per message; its "
              "MB/s is bytes / half round trip). *raw* is jaccl's libfabric "
@@ -171,7 +210,10 @@ def render(res):
              "take), *stream* the layer with 4 messages in flight. "
              "*all_sum* is `jaccl-bench -t ofi -o all_sum`, 2 ranks, busbw "
              "(8 B: the mean time of as many calls as fi_pingpong's 8-byte "
-             "run).\n")
+             f"run). fi_pingpong and all_sum alternate over {reps} round(s), "
+             "the order swapped every round: their columns are medians, the "
+             "ratio is of the medians, and *per round* lists each round's "
+             "own ratio (lowest to highest).\n")
     for key, r in res["providers"].items():
         name = next(p["name"] for p in PROVIDERS if p["key"] == key)
         L.append(f"### {name}\n")
@@ -179,46 +221,54 @@ def render(res):
         reg = {x["bytes"]: x for x in r["raw_registered"]
                if x["kind"] == "pingpong"}
         stream = {x["bytes"]: x for x in r["raw"] if x["kind"] == "stream"}
-        jr = {}
-        j = r.get("jaccl", {})
-        for row in j.get("rows", []):
-            jr[row["bytes"]] = row
+        rounds = _rounds(r)
         L.append("| size | fi_pingpong | raw | registered | stream | all_sum "
-                 "(jaccl -t ofi) | all_sum / fi_pingpong |")
-        L.append("|---|---|---|---|---|---|---|")
+                 "(jaccl -t ofi) | all_sum / fi_pingpong | per round |")
+        L.append("|---|---|---|---|---|---|---|---|")
         for size in PP_SIZES:
-            pp = r["fi_pingpong"].get(str(size))
+            small = size == 8
+            # Per round: (pingpong figure, jaccl figure), latency in us for
+            # 8 B, else GB/s.
+            pairs = []
+            for pp_by, jr, _ in rounds:
+                pp, a = pp_by.get(str(size)), jr.get(size)
+                pairs.append((
+                    (pp["usec"] if small else pp["mbps"] / 1e3) if pp else None,
+                    (a["avg_us"] if small else a["busbw_gbps"]) if a else None))
+            ppm = _median([x for x, _ in pairs])
+            am = _median([y for _, y in pairs])
+            # Latency: jaccl / pingpong (lower is better); bandwidth:
+            # jaccl / pingpong (higher is better).
+            per = sorted(y / x for x, y in pairs if x and y)
+            unit = "us" if small else "GB/s"
             cells = [compare.human(size)]
-            if size == 8:
-                cells.append(f"{pp['usec']:.1f} us" if pp else "failed")
+            cells.append(f"{ppm:.{1 if small else 2}f} {unit}"
+                         if ppm else "failed")
+            if small:
                 cells.append(f"{raw[size]['half_rtt_us']:.1f} us"
                              if size in raw else "-")
                 cells.append(f"{reg[size]['half_rtt_us']:.1f} us"
                              if size in reg else "-")
                 cells.append("")
-                a = jr.get(8)
-                cells.append(f"{a['avg_us']:.1f} us" if a else "-")
-                cells.append(f"{a['avg_us'] / pp['usec']:.2f}x latency"
-                             if a and pp else "")
             else:
-                cells.append(f"{pp['mbps'] / 1e3:.2f} GB/s" if pp else "failed")
                 for src in (raw, reg):
                     cells.append(f"{src[size]['gbps']:.2f} GB/s"
                                  if size in src else "-")
                 cells.append(f"{stream[size]['gbps']:.2f} GB/s"
                              if size in stream else "")
-                a = jr.get(size)
-                cells.append(f"{a['busbw_gbps']:.2f} GB/s" if a else "-")
-                cells.append(f"{a['busbw_gbps'] / (pp['mbps'] / 1e3):.2f}x"
-                             if a and pp else "")
+            cells.append(f"{am:.{1 if small else 2}f} {unit}" if am else "-")
+            cells.append(f"{am / ppm:.2f}x{' latency' if small else ''}"
+                         if am and ppm else "")
+            cells.append(", ".join(f"{x:.2f}" for x in per))
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
         ex = [x for x in r["raw"] if x["kind"] == "exchange"]
         if ex:
             L.append(f"Raw 8-byte exchange (both ranks send at once, as a "
                      f"2-rank all_sum does): {ex[0]['us']:.1f} us.\n")
-        if "error" in j:
-            L.append(f"`jaccl-bench -t ofi`: not built yet ({j['error']}).\n")
+        errs = [e for _, _, e in rounds if e]
+        if errs:
+            L.append(f"`jaccl-bench -t ofi` failed: {errs[0]}.\n")
     L.append("Targets (issue 12): all_sum busbw at >= 4 MiB >= 0.8x "
              "fi_pingpong, 8 B latency within 1.5x. Hardware providers "
              "(verbs, efa, psm2/3, cxi, opx) could not be measured: this "
