@@ -203,10 +203,8 @@ WaitMode ShmGroup::wait_mode(int peer) {
   // Two ranks on one CPU both see it; only the higher one moves, and only
   // now and then, so that a mask of one CPU or a scheduler that keeps them
   // together costs a system call per many steps, not per poll.
-  if (rank_ > lowest &&
-      (!moved_once_ || step_ - moved_at_ >= kMoveEverySteps)) {
-    moved_once_ = true;
-    moved_at_ = step_;
+  if (rank_ > lowest && step_ >= next_move_step_) {
+    next_move_step_ = step_ + kMoveEverySteps;
     if (move_off_this_cpu()) {
       note_cpu();
       return WaitMode::kSpin;

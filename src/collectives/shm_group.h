@@ -166,10 +166,9 @@ class ShmGroup : public Group {
   Deadline deadline_;
   // More ranks than cores: waits yield at once (see wait_until).
   bool oversubscribed_ = false;
-  // Steps at which this rank last moved itself off a CPU it shared with a
-  // rank it waited for (at most one move per kMoveEverySteps).
-  uint64_t moved_at_ = 0;
-  bool moved_once_ = false;
+  // The first step at which this rank may move itself off a CPU it shares
+  // with a rank it waits for (wait_mode: one try per kMoveEverySteps).
+  uint64_t next_move_step_ = 0;
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
