@@ -206,7 +206,11 @@ WaitMode ShmGroup::wait_mode(int peer) {
   if (rank_ > lowest && step_ >= next_move_step_) {
     next_move_step_ = step_ + kMoveEverySteps;
     if (move_off_this_cpu()) {
+      ++cpu_moves_;
       note_cpu();
+      JACCL_LOG(Debug, "rank " << who(rank_) << ": shared CPU " << me
+                               << " with rank " << who(lowest)
+                               << ", moved to CPU " << ::sched_getcpu());
       return WaitMode::kSpin;
     }
   }

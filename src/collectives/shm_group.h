@@ -59,6 +59,10 @@ class ShmGroup : public Group {
   static void init_segment(char* base, const ShmLayout& layout,
                            ShmStrategy strategy = ShmStrategy::Auto);
 
+  // How often this rank has moved itself off a CPU it shared with a rank
+  // it waited for (wait_mode; tests and logs).
+  int cpu_moves() const { return cpu_moves_; }
+
   // The copy-out used for large ops of this kind and size from now on
   // (Auto while still measuring).
   ShmStrategy strategy_for(ShmTuner::Kind kind, size_t bytes) const {
@@ -169,6 +173,7 @@ class ShmGroup : public Group {
   // The first step at which this rank may move itself off a CPU it shares
   // with a rank it waits for (wait_mode: one try per kMoveEverySteps).
   uint64_t next_move_step_ = 0;
+  int cpu_moves_ = 0;
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
