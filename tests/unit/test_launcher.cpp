@@ -104,7 +104,9 @@ TEST(ProcHelper, RunCapturesOutputAndExitCode) {
 }
 
 TEST(ProcHelper, DeadlineKills) {
-  ProcResult r = run(probe(), {"say", "started", "sleep", "600000"}, {}, 300ms);
+  // The deadline must leave the probe time to start and print under a
+  // loaded ctest -j2 (300 ms did not, once: empty output).
+  ProcResult r = run(probe(), {"say", "started", "sleep", "600000"}, {}, 3s);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.term_signal, SIGKILL);
   EXPECT_EQ(r.output, "started\n");
