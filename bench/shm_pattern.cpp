@@ -268,6 +268,17 @@ struct Rank {
     copy(o.out, dst, result(step), n);
   }
 
+  // len bytes of rank q's input from offset off into tmp (exits on error).
+  void read_input(int q, size_t off, char* tmp, size_t len) const {
+    iovec l{tmp, len};
+    iovec rm{reinterpret_cast<void*>(arr[q].src_addr + off), len};
+    if (process_vm_readv(arr[q].pid, &l, 1, &rm, 1, 0) !=
+        static_cast<ssize_t>(len)) {
+      std::perror("process_vm_readv");
+      std::exit(1);
+    }
+  }
+
   // Open MPI style: read peers' slices of their inputs with
   // process_vm_readv into this rank's slot, reduce into the shared result,
   // sync, copy out. n <= slot_bytes.
@@ -280,13 +291,7 @@ struct Rank {
     for (int q = 0; q < o.ranks; ++q) {
       if (q == r)
         continue;
-      iovec l{tmp, sb};
-      iovec rm{reinterpret_cast<void*>(arr[q].src_addr + so), sb};
-      if (process_vm_readv(arr[q].pid, &l, 1, &rm, 1, 0) !=
-          static_cast<ssize_t>(sb)) {
-        std::perror("process_vm_readv");
-        std::exit(1);
-      }
+      read_input(q, so, tmp, sb);
       add_into(reinterpret_cast<float*>(res), reinterpret_cast<float*>(tmp),
                sb / 4);
     }
@@ -311,13 +316,7 @@ struct Rank {
         if (q == r)
           return reinterpret_cast<const float*>(src + off);
         char* tmp = xbuf.data() + static_cast<size_t>(q) * piece;
-        iovec l{tmp, len};
-        iovec rm{reinterpret_cast<void*>(arr[q].src_addr + off), len};
-        if (process_vm_readv(arr[q].pid, &l, 1, &rm, 1, 0) !=
-            static_cast<ssize_t>(len)) {
-          std::perror("process_vm_readv");
-          std::exit(1);
-        }
+        read_input(q, off, tmp, len);
         return reinterpret_cast<const float*>(tmp);
       };
       float* out = reinterpret_cast<float*>(dst + off);

@@ -125,7 +125,6 @@ void ShmGroup::init_segment(char* base, const ShmLayout& layout,
   new (base + layout.wake_off()) WakeWord();
   for (int r = 0; r < layout.nranks; ++r) {
     new (base + layout.ctl_off(r)) RankCtl();
-    reinterpret_cast<RankCtl*>(base + layout.ctl_off(r))->cpu.store(-1);
   }
 }
 

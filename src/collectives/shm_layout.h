@@ -51,7 +51,7 @@ struct alignas(kCacheLine) RankCtl {
   // The CPU this rank ran on when it last arrived or started to wait
   // (sched_getcpu; -1 unknown): a rank waiting for it on the same CPU
   // yields at once instead of spinning (shm_sync.h).
-  std::atomic<int32_t> cpu;
+  std::atomic<int32_t> cpu{-1};
   OpDesc desc[2];  // by step parity
 };
 
