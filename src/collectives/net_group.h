@@ -10,6 +10,7 @@
 
 #include "collectives/all_to_all.h"
 #include "collectives/exchange.h"
+#include "collectives/ring.h"
 
 #include "jaccl/jaccl.h"
 #include "transport/endpoint.h"
@@ -36,6 +37,14 @@ namespace jaccl::detail {
 // Above ~4 MiB both paths hit the same loopback ceiling on that box
 // (~400-500 MB/s bus bandwidth).
 //
+// Two ranks take the mesh up to 2 ring pieces (1 MiB): until a rank's half
+// holds more than one piece the ring does not pipeline at all, and runs its
+// two steps one after the other. Measured on the 2026-12-02 VM (AMD EPYC,
+// 2 vCPUs, L2 1 MiB; same-host send buffers; 2 ranks, 4 alternating runs,
+// busbw GB/s): 1 MiB mesh 4.0-4.5, ring 2.1-2.9 (Open MPI-TCP 2.1-3.2);
+// 2 MiB level (mesh 2.1-3.0, ring 1.9-2.8); 4 MiB ring ahead (1.5-3.4
+// against 1.7-2.0), so the ring keeps what is larger.
+//
 // all_gather is the exception: there the mesh moves exactly the ring's
 // bytes (each rank's block to every peer), in one step, from one thread,
 // with large blocks split over the wires. Measured on the 2026-12-01 VM
@@ -53,7 +62,7 @@ constexpr size_t mesh_max_bytes(int) {
 }
 #else
 constexpr size_t mesh_max_bytes(int size) {
-  return size <= 2 ? size_t(256) << 10 : size_t(64) << 10;
+  return size <= 2 ? 2 * kRingPieceBytes : size_t(64) << 10;
 }
 #endif
 
