@@ -20,8 +20,8 @@
 // their ssh connection.
 //
 // The pieces live in tools/run/: options, hosts (--hosts and hostfiles),
-// plan (what each rank runs), remote (the ssh side), spawn, output,
-// launcher (the supervision loop).
+// plan (what each rank runs), binding (--bind-to), remote (the ssh side),
+// spawn, output, launcher (the supervision loop).
 #include <cstdio>
 
 #include "run/hosts.h"

@@ -4,6 +4,7 @@
 // Deadlines only keep a broken build from hanging; nothing asserts timings.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -358,6 +359,97 @@ TEST(Launcher, NoPrefix) {
   ProcResult r = launch(cmd(2, {"--no-prefix"}, {"say", "plain"}));
   ASSERT_TRUE(r.exited_ok()) << r.output;
   EXPECT_EQ(r.output, "plain\nplain\n");
+}
+
+// ------------------------------------------------------------------ binding
+
+// jaccl-run under `taskset -c 0,1` (so the test means the same on any
+// machine with two CPUs or more); each rank prints its allowed CPUs.
+std::map<int, std::string> rank_cpus(const std::vector<std::string>& opts,
+                                     int n, ProcResult& r) {
+  std::vector<std::string> args{"-c", "0,1", launcher(), "-n",
+                                std::to_string(n)};
+  args.insert(args.end(), opts.begin(), opts.end());
+  for (const char* a :
+       {"--", "sh", "-c", "grep ^Cpus_allowed_list: /proc/self/status"}) {
+    args.emplace_back(a);
+  }
+  r = run("/usr/bin/taskset", args, {}, kDeadline);
+  std::map<int, std::string> out;
+  for (const std::string& line : lines_of(r.output)) {
+    int rank = -1;
+    char list[64] = {};
+    if (std::sscanf(line.c_str(), "[%d] Cpus_allowed_list: %63s", &rank,
+                    list) == 2) {
+      out[rank] = list;
+    }
+  }
+  return out;
+}
+
+bool two_cpus() {
+  return ::sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+TEST(Launcher, BindsEachRankToItsShareOfOurCpus) {
+  if (!two_cpus()) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  ProcResult r;
+  auto cpus = rank_cpus({}, 2, r);
+  ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
+  EXPECT_EQ(cpus, (std::map<int, std::string>{{0, "0"}, {1, "1"}})) << r.output;
+  // One rank gets every CPU; an explicit --bind-to cpus is the same.
+  cpus = rank_cpus({"--bind-to", "cpus"}, 1, r);
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_EQ(cpus, (std::map<int, std::string>{{0, "0-1"}})) << r.output;
+}
+
+TEST(Launcher, MoreRanksThanCpusOrBindToNoneLeaveRanksUnbound) {
+  if (!two_cpus()) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  ProcResult r;
+  auto cpus = rank_cpus({}, 3, r);
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_EQ(cpus,
+            (std::map<int, std::string>{{0, "0-1"}, {1, "0-1"}, {2, "0-1"}}))
+      << r.output;
+  cpus = rank_cpus({"--bind-to", "none"}, 2, r);
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_EQ(cpus, (std::map<int, std::string>{{0, "0-1"}, {1, "0-1"}}))
+      << r.output;
+}
+
+TEST(Launcher, BindToCpusWithMoreRanksThanCpusIsAUsageError) {
+  if (!two_cpus()) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  ProcResult r;
+  auto cpus = rank_cpus({"--bind-to", "cpus"}, 3, r);
+  EXPECT_EQ(r.exit_code, 2) << r.describe() << "\n" << r.output;
+  EXPECT_TRUE(cpus.empty()) << "no rank may start:\n" << r.output;
+  EXPECT_NE(r.output.find("--bind-to cpus: 3 ranks but only 2 CPU(s)"),
+            std::string::npos)
+      << r.output;
+  ProcResult bad = launch(cmd(2, {"--bind-to", "cores"}, {"say", "x"}));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--bind-to"), std::string::npos) << bad.output;
+}
+
+TEST(Launcher, DryRunShowsEachRanksCpus) {
+  if (!two_cpus()) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  ProcResult r =
+      run("/usr/bin/taskset",
+          {"-c", "0,1", launcher(), "-n", "2", "--dry-run", "--", "true"}, {},
+          kDeadline);
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  EXPECT_NE(r.output.find("true  (bound to CPUs 0)\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("true  (bound to CPUs 1)\n"), std::string::npos)
+      << r.output;
 }
 
 // ------------------------------------------------------------------ failure

@@ -87,6 +87,12 @@ std::optional<int> parse(int argc, char** argv, Options& opt) {
       ->type_name("SECONDS")
       ->check(at_least(0))
       ->capture_default_str();
+  app.add_option("--bind-to", opt.bind_to,
+                 "cpus: bind each rank started here to an equal, disjoint "
+                 "share of our CPUs; auto: do so when every rank gets at "
+                 "least one (as mpirun binds); none: leave ranks unbound")
+      ->check(CLI::IsMember({"auto", "cpus", "none"}))
+      ->capture_default_str();
   app.add_flag("-v,--verbose", opt.verbose, "report rank pids and exits");
   app.add_flag("--dry-run", opt.dry_run,
                "print the command each rank would run, and run nothing");

@@ -17,6 +17,7 @@ struct Options {
   bool no_prefix = false;
   double grace = 3;
   double timeout = 0;
+  std::string bind_to = "auto";  // auto, cpus, none (run/binding.h)
   bool verbose = false;
   bool dry_run = false;
   // Several hosts.

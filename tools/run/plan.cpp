@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "run/binding.h"
 #include "run/hosts.h"
 #include "run/remote.h"
 #include "run/util.h"
@@ -52,6 +53,23 @@ std::vector<std::string> local_env(const Options& opt, int rank,
   return out;
 }
 
+// Each local rank's CPUs under --bind-to (all empty: unbound).
+std::vector<std::vector<int>> local_binding(const Options& opt, int& code) {
+  const std::vector<int> cpus = our_cpus();
+  const bool fits = static_cast<size_t>(opt.n) <= cpus.size();
+  if (opt.bind_to == "cpus" && !fits) {
+    code = kUsageExit;
+    throw std::runtime_error("--bind-to cpus: " + std::to_string(opt.n) +
+                             " ranks but only " + std::to_string(cpus.size()) +
+                             " CPU(s) to bind them to (" + cpu_list(cpus) +
+                             "); use --bind-to none to run them unbound");
+  }
+  if (opt.bind_to == "none" || !fits) {
+    return std::vector<std::vector<int>>(static_cast<size_t>(opt.n));
+  }
+  return cpu_shares(opt.n, cpus);
+}
+
 JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
   int err = 0;
   const std::string path = resolve_program(opt.command[0], err);
@@ -66,8 +84,10 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
                           ? opt.coordinator
                           : "127.0.0.1:" + std::to_string(free_port(true));
   }
+  const auto binding = local_binding(opt, code);
   for (int rank = 0; rank < opt.n; ++rank) {
     RankPlan rp;
+    rp.spec.cpus = binding[static_cast<size_t>(rank)];
     rp.spec.path = path;
     rp.spec.argv = opt.command;
     rp.spec.env = local_env(opt, rank, job.coordinator, token);
@@ -79,15 +99,27 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
         (job.coordinator.empty() ? "JACCL_SIDE_CHANNEL=" + opt.side_channel
                                  : "JACCL_COORDINATOR=" + job.coordinator);
     rp.display = env + " " + shell_join(opt.command);
+    if (!rp.spec.cpus.empty()) {
+      rp.display += "  (bound to CPUs " + cpu_list(rp.spec.cpus) + ")";
+    }
     job.ranks.push_back(std::move(rp));
   }
   job.summary = "starting " + std::to_string(opt.n) + " rank(s) of " + path +
                 (job.coordinator.empty() ? ", side channel " + opt.side_channel
-                                         : ", coordinator " + job.coordinator);
+                                         : ", coordinator " + job.coordinator) +
+                (binding[0].empty() ? ", unbound"
+                                    : ", each bound to its share of CPUs " +
+                                          cpu_list(our_cpus()));
   return job;
 }
 
 JobPlan plan_remote(const Options& opt, const std::string& token, int& code) {
+  if (opt.bind_to == "cpus") {
+    code = kUsageExit;
+    throw std::runtime_error(
+        "--bind-to cpus binds ranks started here; ranks on --hosts run "
+        "unbound (their CPUs are not known here)");
+  }
   HostPlan hosts = !opt.hostfile.empty() ? parse_hostfile(opt.hostfile)
                                          : parse_host_list(opt.hosts);
   const std::vector<int> host_of = place_ranks(hosts, opt.n);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "run/binding.h"
 #include "run/util.h"
 
 extern char** environ;
@@ -130,6 +131,11 @@ Rank spawn(int rank, const SpawnSpec& spec) {
     if (spec.capture) {
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
+    }
+    if (!spec.cpus.empty() && !bind_to(spec.cpus)) {
+      const int e = errno;
+      child_say("jaccl-run: rank " + std::to_string(rank) +
+                " runs unbound: sched_setaffinity: " + std::strerror(e) + "\n");
     }
     ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     ::sigprocmask(SIG_SETMASK, &old, nullptr);

@@ -34,6 +34,7 @@ struct SpawnSpec {
   bool ctl = false;              // stdin from a pipe we keep (Rank::ctl)
   bool own_group = false;        // a process group of its own
   std::string first_input;       // written to the ctl pipe at once
+  std::vector<int> cpus;         // bind to these (empty: inherit our mask)
 };
 
 // Forks and execs; r.running is false if that failed (said why).
