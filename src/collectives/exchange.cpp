@@ -167,6 +167,7 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
         continue;
       }
       x.msg.prepare(&x.hdr, x.buf, x.len);
+      x.msg.whole = true;
       x.checked = false;
       if (x.is_send) {
         x.link->post_send(x.msg);

@@ -103,8 +103,13 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
     lc.state = conns.state;
     lc.keepalive = conns.keepalive;
     lc.wires.resize(heads.size());
+    lc.send_buffer.assign(heads.size(), 0);
     for (size_t h = 0; h < heads.size(); ++h) {
-      lc.wires[h] = std::move(conns.wires[static_cast<size_t>(heads[h])]);
+      const auto p = static_cast<size_t>(heads[h]);
+      lc.wires[h] = std::move(conns.wires[p]);
+      if (p < conns.send_buffer.size()) {
+        lc.send_buffer[h] = conns.send_buffer[p];
+      }
     }
     leaders = make_net_group(cfg, make_tcp_network(std::move(lc)));
   }

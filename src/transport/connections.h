@@ -25,6 +25,9 @@ struct Connections {
   // wires[peer][w]: the w-th TCP connection to peer (empty for self and for
   // peers this topology does not connect). Non-blocking, TCP_NODELAY.
   std::vector<std::vector<Fd>> wires;
+  // send_buffer[peer]: the SO_SNDBUF set on its data wires (same host), or
+  // 0 (the kernel's autotuning); may be empty (all 0).
+  std::vector<int> send_buffer;
   // names[i]: the job rank of member i, for messages, when this group is a
   // subset of the job (the hosts' leaders); empty: member i is rank i.
   std::vector<int> names;

@@ -49,6 +49,9 @@ struct Msg {
   void* hdr = nullptr;  // kMsgHeaderBytes to send first / to receive into
   char* buf = nullptr;
   size_t len = 0;
+  // The op's whole payload to this peer on this link, not one piece of a
+  // stream of them (the ring's): a transport may size its buffers by it.
+  bool whole = false;
   // Set by the link.
   bool hdr_in = false;  // receive: the header has arrived
   bool done = false;    // header and all len bytes moved
@@ -64,7 +67,7 @@ struct Msg {
     hdr = h;
     buf = const_cast<char*>(static_cast<const char*>(b));
     len = n;
-    hdr_in = done = accepted = false;
+    whole = hdr_in = done = accepted = false;
     moved = hdr_done = 0;
     next = nullptr;
   }

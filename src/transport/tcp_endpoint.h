@@ -16,8 +16,10 @@
 
 namespace jaccl::detail {
 
-// rank, peer: job ranks, for messages.
-std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer);
+// rank, peer: job ranks, for messages. sndbuf: the SO_SNDBUF the set-up
+// gave the socket (same host), which the link then sizes per message; 0
+// leaves the kernel's autotuning alone.
+std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer, int sndbuf);
 
 // Wraps the TCP set-up's sockets into links (the group owns them now).
 Network make_tcp_network(Connections conns);

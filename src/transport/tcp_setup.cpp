@@ -240,6 +240,7 @@ void tune_sockets(TcpSetup& st) {
   const Millis hb = st.cfg.get_heartbeat_timeout();
   const std::string& boot = st.cards[static_cast<size_t>(st.me)].boot_id;
   int sndbuf = 0;
+  st.conns.send_buffer.assign(static_cast<size_t>(st.size), 0);
   for (int p = 0; p < st.size; ++p) {
     auto up = static_cast<size_t>(p);
     const bool local = !boot.empty() && st.cards[up].boot_id == boot;
@@ -252,6 +253,7 @@ void tune_sockets(TcpSetup& st) {
           sndbuf = same_host_send_buffer();
         }
         set_send_buffer(fd.get(), sndbuf);
+        st.conns.send_buffer[up] = sndbuf;
         if (first) {
           JACCL_LOG(Debug, "rank " << st.me << ": same-host data connections "
                                    << "send with SO_SNDBUF " << (sndbuf >> 10)
