@@ -5,6 +5,7 @@
 // and SIGSTOP. Deadlines only keep a broken build from hanging; nothing
 // asserts timings.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -33,6 +34,7 @@
 #include "transport/liveness.h"
 #include "transport/tcp_card.h"
 #include "transport/tcp_connect.h"
+#include "transport/tcp_endpoint.h"
 
 namespace jaccl::test {
 namespace {
@@ -853,6 +855,78 @@ TEST_F(ProcTest, StoppedRankMissesHeartbeats) {
   expect_peer_lost(job, {0, 1}, "no heartbeat from rank 2");
   job.kill(2, SIGKILL);
   job.kill(2, SIGCONT);
+}
+
+// ---- the per-message send buffer (tcp_endpoint.cpp) -----------------------
+
+// One end of a connected loopback TCP pair; `other` keeps the far end.
+Fd loopback_pair(Fd& other) {
+  Fd lis(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(::bind(lis.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::listen(lis.get(), 1), 0);
+  EXPECT_EQ(::getsockname(lis.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+  Fd c(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  EXPECT_EQ(::connect(c.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  other = Fd(::accept4(lis.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  EXPECT_TRUE(other.valid());
+  return c;
+}
+
+// What the kernel keeps for SO_SNDBUF = bytes (twice that, capped).
+int applied(int bytes) {
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  set_send_buffer(s.get(), bytes);
+  return send_buffer(s.get());
+}
+
+TEST(TcpLink, WholeMessagesSendWithHalfTheirSizeOfBufferPiecesWithTheCap) {
+  constexpr int kCap = 512 << 10;
+  if (applied(128 << 10) == applied(256 << 10) ||
+      applied(256 << 10) == applied(kCap)) {
+    GTEST_SKIP() << "net.core.wmem_max caps SO_SNDBUF below 512 KiB here";
+  }
+  Fd far;
+  Fd s = loopback_pair(far);
+  const int fd = ::dup(s.get());  // the same socket, to read its buffer
+  set_send_buffer(s.get(), kCap);
+  auto link = make_tcp_link(std::move(s), 0, 1, kCap);
+  std::vector<char> buf(1 << 20);
+  auto post = [&](size_t len, bool whole) {
+    Msg m;
+    m.prepare(nullptr, buf.data(), len);
+    m.whole = whole;
+    link->post_send(m);
+    link->clear();
+    return send_buffer(fd);
+  };
+  EXPECT_EQ(post(256 << 10, true), applied(128 << 10));
+  EXPECT_EQ(post(512 << 10, true), applied(256 << 10));
+  // Below the floor the size does not matter: left as it was.
+  EXPECT_EQ(post(64 << 10, true), applied(256 << 10));
+  EXPECT_EQ(post(1 << 20, true), applied(kCap));
+  EXPECT_EQ(post(200 << 10, true), applied(128 << 10));  // the floor
+  EXPECT_EQ(post(512 << 10, false), applied(kCap));      // a ring piece
+  ::close(fd);
+}
+
+TEST(TcpLink, AnAutotunedSocketKeepsItsBuffer) {
+  Fd far;
+  Fd s = loopback_pair(far);
+  const int fd = ::dup(s.get());
+  const int before = send_buffer(fd);
+  auto link = make_tcp_link(std::move(s), 0, 1, /*sndbuf=*/0);
+  std::vector<char> buf(256 << 10);
+  Msg m;
+  m.prepare(nullptr, buf.data(), buf.size());
+  m.whole = true;
+  link->post_send(m);
+  link->clear();
+  EXPECT_EQ(send_buffer(fd), before);
+  ::close(fd);
 }
 
 }  // namespace
