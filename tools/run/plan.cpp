@@ -53,9 +53,10 @@ std::vector<std::string> local_env(const Options& opt, int rank,
   return out;
 }
 
-// Each local rank's CPUs under --bind-to (all empty: unbound).
-std::vector<std::vector<int>> local_binding(const Options& opt, int& code) {
-  const std::vector<int> cpus = our_cpus();
+// Each local rank's CPUs under --bind-to (all empty: unbound); cpus: ours.
+std::vector<std::vector<int>> local_binding(const Options& opt,
+                                            const std::vector<int>& cpus,
+                                            int& code) {
   const bool fits = static_cast<size_t>(opt.n) <= cpus.size();
   if (opt.bind_to == "cpus" && !fits) {
     code = kUsageExit;
@@ -84,7 +85,8 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
                           ? opt.coordinator
                           : "127.0.0.1:" + std::to_string(free_port(true));
   }
-  const auto binding = local_binding(opt, code);
+  const std::vector<int> cpus = our_cpus();
+  const auto binding = local_binding(opt, cpus, code);
   for (int rank = 0; rank < opt.n; ++rank) {
     RankPlan rp;
     rp.spec.cpus = binding[static_cast<size_t>(rank)];
@@ -107,9 +109,9 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
   job.summary = "starting " + std::to_string(opt.n) + " rank(s) of " + path +
                 (job.coordinator.empty() ? ", side channel " + opt.side_channel
                                          : ", coordinator " + job.coordinator) +
-                (binding[0].empty() ? ", unbound"
-                                    : ", each bound to its share of CPUs " +
-                                          cpu_list(our_cpus()));
+                (binding[0].empty()
+                     ? ", unbound"
+                     : ", each bound to its share of CPUs " + cpu_list(cpus));
   return job;
 }
 
