@@ -288,6 +288,10 @@ void flood(const Ctx& c, ofi::Endpoint& ep) {
     ++sent;
   }
   size_t before = sent;
+  // The post that ended that loop said false: it counts. (The retry may
+  // then go through at once if the peer drained meanwhile; counting only
+  // the retries' refusals missed it: "EAGAIN 0 first after 10630 sends".)
+  eagain = before < kMax ? 1 : 0;
   while (sent < kMax) {
     if (ep.post_send(to, 1, &out[sent * kBytes], kBytes, ss[sent])) {
       ++sent;
