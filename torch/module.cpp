@@ -40,6 +40,16 @@ PYBIND11_MODULE(jaccl_torch, m) {
         "The creator torch calls for backend 'jaccl'.");
   m.def("data_plane", &data_plane, py::arg("group"),
         "The jaccl data plane of a jaccl process group (e.g. 'shm', 'tcp').");
+  m.def(
+      "_shutdown",
+      [] {
+        py::gil_scoped_release no_gil;
+        jaccl_torch::ProcessGroupJaccl::shutdown_all();
+      },
+      "Stops every jaccl process group's worker (registered with atexit).");
+  // At exit, while the interpreter is whole: a worker dropping a Python
+  // tensor later would take the GIL during finalization.
+  py::module_::import("atexit").attr("register")(m.attr("_shutdown"));
   m.attr("BACKEND") = "jaccl";
   py::object backend = dist.attr("Backend");
   if (!py::hasattr(backend, "JACCL")) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <utility>
 
 #include "algorithms.h"
@@ -35,6 +36,20 @@ void JacclWork::complete(std::exception_ptr error) {
 
 // ---- the process group ----------------------------------------------------
 
+namespace {
+
+// Every live process group, for shutdown_all().
+std::mutex& registry_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::set<ProcessGroupJaccl*>& registry() {
+  static std::set<ProcessGroupJaccl*> live;
+  return live;
+}
+
+}  // namespace
+
 ProcessGroupJaccl::ProcessGroupJaccl(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout)
@@ -48,9 +63,19 @@ ProcessGroupJaccl::ProcessGroupJaccl(
   group_ = jaccl::init(cfg, /*strict=*/true);
   init();
   worker_ = std::thread([this] { worker_loop(); });
+  std::lock_guard<std::mutex> lock(registry_mu());
+  registry().insert(this);
 }
 
 ProcessGroupJaccl::~ProcessGroupJaccl() {
+  {
+    std::lock_guard<std::mutex> lock(registry_mu());
+    registry().erase(this);
+  }
+  shutdown();
+}
+
+void ProcessGroupJaccl::shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -62,6 +87,14 @@ ProcessGroupJaccl::~ProcessGroupJaccl() {
     worker_.join();
 }
 
+void ProcessGroupJaccl::shutdown_all() {
+  // Holding the registry lock keeps a group being destroyed elsewhere
+  // intact until this is done with it (its destructor waits to unregister).
+  std::lock_guard<std::mutex> lock(registry_mu());
+  for (ProcessGroupJaccl* pg : registry())
+    pg->shutdown();
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::enqueue(
     c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
     std::function<void()> run) {
@@ -69,7 +102,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::enqueue(
   {
     std::lock_guard<std::mutex> lock(mu_);
     TORCH_CHECK(!stop_, "jaccl_torch: ", name,
-                ": the process group is being destroyed");
+                ": the process group is shut down (destroyed, or the "
+                "interpreter is exiting)");
     queue_.push_back(Task{work, name, std::move(run)});
   }
   cv_.notify_one();

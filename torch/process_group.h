@@ -60,6 +60,16 @@ class ProcessGroupJaccl : public BackendBase {
   // The jaccl group's data plane ("shm", "tcp mesh+ring" ...).
   std::string data_plane() const { return group_->backend_name(); }
 
+  // Runs what is queued, then stops and joins the worker; later ops are
+  // refused. Idempotent. The caller must not hold the GIL: the worker may
+  // need it to drop the last reference to a Python tensor.
+  void shutdown();
+  // shutdown() of every live group: the module's atexit hook, so that no
+  // worker still drops tensors (taking the GIL) while the interpreter
+  // finalizes, which ended ranks with "terminate called without an active
+  // exception" after their last op.
+  static void shutdown_all();
+
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
       const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;

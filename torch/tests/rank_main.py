@@ -5,6 +5,8 @@ test_backend.py or by torchrun; the benchmark has torch/bench_rank.py).
                             two groups at once, async ops, errors
     rank_main.py ddp        a few DDP steps with jaccl and with gloo
     rank_main.py train      DDP training until a peer dies (fault test)
+    rank_main.py exit       leaves async ops in flight at exit, without
+                            destroy_process_group
     rank_main.py join       init from JT_INIT and one all_reduce (init
                             methods; the missing-rank test)
 
@@ -12,6 +14,7 @@ Rank and size come from RANK / WORLD_SIZE (env://, as torchrun sets them),
 and no JACCL_* variable is needed. Prints "OK <mode>" at the end; any failed
 check raises, so the process exits non-zero with a traceback.
 """
+import faulthandler
 import gc
 import os
 import sys
@@ -25,6 +28,12 @@ import jaccl_torch
 
 MODE = sys.argv[1]
 TIMEOUT = timedelta(seconds=float(os.environ.get("JT_TIMEOUT", "30")))
+# Every group here, gloo's and jaccl's, is given TIMEOUT: new_group's
+# default is torch's 30 minutes, so a rank stuck in one would outlive the
+# test's 300 s and leave no trace. As a last resort a rank still running
+# after JT_WATCHDOG seconds prints every thread's Python stack and exits.
+faulthandler.dump_traceback_later(
+    float(os.environ.get("JT_WATCHDOG", "240")), exit=True)
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
           torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
@@ -360,7 +369,7 @@ def check_async():
 
 def check_groups():
     # Two jaccl groups over the same ranks used at once.
-    second = dist.new_group(backend="jaccl")
+    second = dist.new_group(backend="jaccl", timeout=TIMEOUT)
     a = torch.full((4096,), float(RANK))
     b = torch.full((4096,), float(2 * RANK))
     wa = dist.all_reduce(a, async_op=True)
@@ -374,8 +383,9 @@ def check_groups():
     # GroupMember.NON_GROUP_MEMBER.
     if SIZE >= 2:
         members = list(range(1, SIZE)) if SIZE >= 3 else [0, 1]
-        sub = dist.new_group(members, backend="jaccl")
-        sub_gloo = dist.new_group(members, backend="gloo")
+        sub = dist.new_group(members, backend="jaccl", timeout=TIMEOUT)
+        sub_gloo = dist.new_group(members, backend="gloo",
+                                  timeout=TIMEOUT)
         if RANK in members:
             x = make(torch.float32, RANK, salt=30)
             dist.all_reduce(x, group=sub)
@@ -411,6 +421,19 @@ def mode_ops():
     check_async()
     check_groups()
     dist.barrier()
+
+
+def mode_exit():
+    """Exits with jaccl ops still queued, on tensors Python no longer holds,
+    and no destroy_process_group: jaccl_torch's atexit hook runs them and
+    stops the workers while the interpreter is whole (else a worker dropping
+    the last tensor during finalization takes the GIL and aborts the rank)."""
+    global GLOO
+    GLOO = None
+    dist.barrier()
+    for i in range(int(os.environ.get("JT_INFLIGHT", "200"))):
+        dist.all_reduce(torch.full((1024,), float(i)), async_op=True)
+    log("OK", MODE)
 
 
 def model():
@@ -491,11 +514,17 @@ def main():
     dist.init_process_group("jaccl", timeout=TIMEOUT)
     RANK, SIZE = dist.get_rank(), dist.get_world_size()
     assert dist.get_backend() == "jaccl"
-    GLOO = dist.new_group(backend="gloo")
+    GLOO = dist.new_group(backend="gloo", timeout=TIMEOUT)
+    if MODE == "exit":
+        mode_exit()
+        return
     {"ops": mode_ops, "ddp": mode_ddp, "train": mode_train}[MODE]()
     # DDP modules sit in reference cycles and hold their process groups; a
     # gloo group first destroyed at interpreter exit can abort the process
-    # ("terminate called without an active exception", pytorch#190489).
+    # ("terminate called without an active exception", pytorch#190489): its
+    # worker drops tensors, taking the GIL, while the interpreter finalizes.
+    # GLOO is a module global, which destroy_process_group cannot drop.
+    GLOO = None
     gc.collect()
     dist.destroy_process_group()
     log("OK", MODE)

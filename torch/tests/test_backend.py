@@ -41,6 +41,16 @@ def test_ddp_matches_gloo(ranks, transport):
     run_ok(ranks(3, "ddp", {"JACCL_TRANSPORT": transport}), "ddp")
 
 
+# A rank that exits with ops in flight and never destroys its groups (as
+# many scripts do) ends cleanly once its peers have run the same ops.
+@pytest.mark.integration
+def test_exit_with_ops_in_flight(ranks):
+    job = ranks(3, "exit", {"JACCL_TRANSPORT": "shm"})
+    run_ok(job, "exit")
+    for r in job.out:
+        assert "terminate" not in job.out[r], job.report()
+
+
 @pytest.mark.integration
 def test_torchrun(tmp_path):
     # Debian's torchrun (torch 1.13 on Python 3.11) crashes at start in
