@@ -3,23 +3,44 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 namespace jaccl::detail {
 
+std::vector<int> allowed_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0)
+    return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set))
+      out.push_back(c);
+  }
+  return out;
+}
+
+bool set_allowed_cpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c >= 0 && c < CPU_SETSIZE)
+      CPU_SET(c, &set);
+  }
+  return ::sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
 bool move_off_this_cpu() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  if (::sched_getaffinity(0, sizeof(mask), &mask) != 0)
-    return false;
+  const std::vector<int> mask = allowed_cpus();
   const int cpu = ::sched_getcpu();
-  if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mask) ||
-      CPU_COUNT(&mask) < 2)
+  if (mask.size() < 2 || !std::binary_search(mask.begin(), mask.end(), cpu))
     return false;
-  cpu_set_t others = mask;
-  CPU_CLR(cpu, &others);
-  const bool moved = ::sched_setaffinity(0, sizeof(others), &others) == 0;
+  std::vector<int> others = mask;
+  others.erase(std::find(others.begin(), others.end(), cpu));
+  const bool moved = set_allowed_cpus(others);
   // Always restore what the thread had, even if the first call failed
   // half-way: the caller's mask is not ours to change.
-  ::sched_setaffinity(0, sizeof(mask), &mask);
+  set_allowed_cpus(mask);
   return moved;
 }
 

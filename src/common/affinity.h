@@ -1,9 +1,20 @@
 // Copyright 2026 the jaccl authors.
-// Where the calling thread runs, and a nudge when the scheduler has put two
-// ranks that wait for each other on one CPU.
+// The calling thread's CPU affinity mask, and a nudge when the scheduler has
+// put two ranks that wait for each other on one CPU.
 #pragma once
 
+#include <vector>
+
 namespace jaccl::detail {
+
+// The CPUs the calling thread may run on, ascending (empty if the system
+// refuses to say).
+std::vector<int> allowed_cpus();
+
+// Restricts the calling thread to `cpus` (called in a forked child before
+// exec, it binds the process); false if the system refuses. Allocates
+// nothing.
+bool set_allowed_cpus(const std::vector<int>& cpus);
 
 // Moves the calling thread off the CPU it runs on, to another CPU of its
 // affinity mask, and leaves that mask as it was (set without this CPU, the

@@ -1,7 +1,6 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/tcp_card.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <climits>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/affinity.h"
 #include "common/error.h"
 #include "common/net.h"
 #include "transport/interfaces.h"
@@ -74,11 +74,7 @@ TcpCard local_card(int rank, int wires, bool wires_set) {
   c.ipc_ns = read_link("/proc/self/ns/ipc");
   c.net_ns = read_link("/proc/self/ns/net");
   c.pid = static_cast<int>(::getpid());
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
-    c.cpus = CPU_COUNT(&set);
-  }
+  c.cpus = static_cast<int>(allowed_cpus().size());
   return c;
 }
 

@@ -575,24 +575,9 @@ TEST(ShmGroup, RecvSizeMismatchIsAnError) {
   }
 }
 
-// The CPUs the calling thread may run on, and setting them.
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  EXPECT_EQ(::sched_getaffinity(0, sizeof(set), &set), 0);
-  std::vector<int> out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set))
-      out.push_back(c);
-  }
-  return out;
-}
+// Sets the calling thread's CPUs (common/affinity.h), or fails the test.
 void allow_cpus(const std::vector<int>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus)
-    CPU_SET(c, &set);
-  ASSERT_EQ(::sched_setaffinity(0, sizeof(set), &set), 0);
+  ASSERT_TRUE(set_allowed_cpus(cpus));
 }
 
 TEST(CpuPlacement, MoveOffThisCpuMovesAndLeavesTheMask) {

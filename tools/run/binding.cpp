@@ -1,24 +1,7 @@
 // Copyright 2026 the jaccl authors.
 #include "run/binding.h"
 
-#include <sched.h>
-
 namespace jaccl::run {
-
-std::vector<int> our_cpus() {
-  std::vector<int> out;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return out;
-  }
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
 
 std::vector<std::vector<int>> cpu_shares(int n, const std::vector<int>& cpus) {
   std::vector<std::vector<int>> out(static_cast<size_t>(n));
@@ -46,15 +29,6 @@ std::string cpu_list(const std::vector<int>& cpus) {
     i = j + 1;
   }
   return out;
-}
-
-bool bind_to(const std::vector<int>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus) {
-    CPU_SET(c, &set);
-  }
-  return ::sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
 }  // namespace jaccl::run

@@ -9,6 +9,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "common/affinity.h"
 #include "run/binding.h"
 #include "run/hosts.h"
 #include "run/remote.h"
@@ -85,7 +86,7 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
                           ? opt.coordinator
                           : "127.0.0.1:" + std::to_string(free_port(true));
   }
-  const std::vector<int> cpus = our_cpus();
+  const std::vector<int> cpus = jaccl::detail::allowed_cpus();
   const auto binding = local_binding(opt, cpus, code);
   for (int rank = 0; rank < opt.n; ++rank) {
     RankPlan rp;

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "run/binding.h"
+#include "common/affinity.h"
 #include "run/util.h"
 
 extern char** environ;
@@ -132,7 +132,7 @@ Rank spawn(int rank, const SpawnSpec& spec) {
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
     }
-    if (!spec.cpus.empty() && !bind_to(spec.cpus)) {
+    if (!spec.cpus.empty() && !jaccl::detail::set_allowed_cpus(spec.cpus)) {
       const int e = errno;
       child_say("jaccl-run: rank " + std::to_string(rank) +
                 " runs unbound: sched_setaffinity: " + std::strerror(e) + "\n");

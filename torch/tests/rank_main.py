@@ -515,10 +515,10 @@ def main():
     RANK, SIZE = dist.get_rank(), dist.get_world_size()
     assert dist.get_backend() == "jaccl"
     GLOO = dist.new_group(backend="gloo", timeout=TIMEOUT)
+    {"ops": mode_ops, "ddp": mode_ddp, "train": mode_train,
+     "exit": mode_exit}[MODE]()
     if MODE == "exit":
-        mode_exit()
-        return
-    {"ops": mode_ops, "ddp": mode_ddp, "train": mode_train}[MODE]()
+        return  # what is left is the atexit hook's
     # DDP modules sit in reference cycles and hold their process groups; a
     # gloo group first destroyed at interpreter exit can abort the process
     # ("terminate called without an active exception", pytorch#190489): its
