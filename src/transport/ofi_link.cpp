@@ -13,6 +13,8 @@
 #include "transport/failure.h"
 #include "transport/interfaces.h"
 #include "transport/ofi/ofi_fabric.h"
+#include "transport/ofi/shm_lock_rescue.h"
+#include "transport/ofi/shm_regions.h"
 
 namespace jaccl::detail {
 
@@ -28,6 +30,11 @@ constexpr int kFdSleepMs = 1;
 
 struct Wire {
   std::shared_ptr<ofi::Domain> domain;  // outlives the endpoint
+  // shm only: frees the region locks a killed peer left held once the
+  // group has failed (see shm_lock_rescue.h). Set by insert_peers, before
+  // any link exists; apart from ep, which a failure resets, and outliving
+  // it, since closing an endpoint may wait for such a lock too.
+  std::shared_ptr<ofi::ShmLockRescue> rescue;
   std::unique_ptr<ofi::Endpoint> ep;
 };
 
@@ -529,6 +536,17 @@ void OfiNet::insert_peers(const std::vector<std::vector<std::string>>& cards) {
           ofi::Card::decode(from_hex(cards[r][w], from, me), from, me);
     }
     impl_->wires[w]->ep->insert_peers(per_rank, {});
+    if (provider() == "shm") {
+      std::vector<std::string> regions;
+      for (const ofi::Card& c : per_rank) {
+        std::string name = ofi::shm_region_of_address(c.address);
+        if (!name.empty()) {
+          regions.push_back(std::move(name));
+        }
+      }
+      impl_->wires[w]->rescue =
+          std::make_shared<ofi::ShmLockRescue>(me, regions);
+    }
   }
 }
 
@@ -560,6 +578,18 @@ Network OfiNet::make_network(const Connections& control,
       net.links[p].push_back(std::make_unique<OfiLink>(
           impl_->wires[static_cast<size_t>(w)], control.state, job,
           static_cast<uint64_t>(tag), me, job));
+    }
+  }
+  for (const auto& wire : impl_->wires) {
+    if (wire->rescue) {
+      // weak: the hook lives as long as the failure state, the wire no
+      // longer than the group.
+      control.state->on_abort(
+          [rescue = std::weak_ptr<ofi::ShmLockRescue>(wire->rescue)] {
+            if (auto r = rescue.lock()) {
+              r->arm();
+            }
+          });
     }
   }
   net.names = std::move(members);

@@ -5,9 +5,13 @@
 // jobs, ranks in different IPC namespaces, ranks calling different
 // collectives. Deadlines only bound hangs; nothing here asserts a duration.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netdb.h>
+#include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +29,8 @@
 #include "support/fixtures.h"
 #include "support/listen_sockets.h"
 #include "support/proc.h"
+#include "transport/ofi/shm_lock_rescue.h"
+#include "transport/ofi/shm_regions.h"
 
 namespace {
 
@@ -77,12 +83,62 @@ struct KillCase {
   bool factory;  // user-factory side channel (liveness must not need the star)
   int victim;
   std::string heartbeat;  // JACCL_HEARTBEAT_TIMEOUT ("" = default)
+  // ofi:shm: before the victim dies, a process takes the lock of every shm
+  // region of this rank and is SIGKILLed holding them (-1: none).
+  int stuck = -1;
 };
 void PrintTo(const KillCase& c, std::ostream* os) {
   *os << c.name;
 }
 
 class KillRank : public ::testing::TestWithParam<KillCase> {};
+
+// Leaves the lock of each of owner's libfabric shm regions held by a
+// process SIGKILLed inside it, as a rank killed while queueing a message
+// leaves one. Returns how many.
+int leave_shm_locks_held(pid_t owner) {
+  std::vector<std::pair<void*, pthread_spinlock_t*>> maps;
+  for (const std::string& name : jaccl::detail::ofi::shm_regions(owner)) {
+    const int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
+    if (fd < 0)
+      continue;
+    void* map =
+        ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED)
+      continue;
+    pthread_spinlock_t* lock = jaccl::detail::ofi::shm_region_lock(map, owner);
+    if (lock == nullptr) {
+      ::munmap(map, 4096);
+      continue;
+    }
+    maps.emplace_back(map, lock);
+  }
+  int p[2];
+  if (maps.empty() || ::pipe(p) != 0)
+    return 0;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(p[0]);
+    for (auto& [map, lock] : maps)
+      pthread_spin_lock(lock);
+    char c = 'L';
+    (void)!::write(p[1], &c, 1);
+    for (;;)
+      ::pause();
+  }
+  ::close(p[1]);
+  pollfd pfd{p[0], POLLIN, 0};
+  char c = 0;
+  const bool locked =
+      ::poll(&pfd, 1, 10000) == 1 && ::read(p[0], &c, 1) == 1 && c == 'L';
+  ::close(p[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  for (auto& [map, lock] : maps)
+    ::munmap(map, 4096);
+  return locked ? static_cast<int>(maps.size()) : 0;
+}
 
 TEST_P(KillRank, SurvivorsThrowPeerLostNamingIt) {
   const KillCase& c = GetParam();
@@ -101,6 +157,10 @@ TEST_P(KillRank, SurvivorsThrowPeerLostNamingIt) {
     ASSERT_TRUE(job.wait_for_output(r, "LOOPING", 60s))
         << "rank " << r << " never got going:\n"
         << all_output(job.wait(1s));
+  }
+  if (c.stuck >= 0) {
+    ASSERT_GT(leave_shm_locks_held(job.pid(c.stuck)), 0)
+        << "rank " << c.stuck << " has no shm region whose lock jaccl knows";
   }
   job.kill(c.victim, SIGKILL);
   // Far below JACCL_OP_TIMEOUT (600 s): a survivor that hangs fails here.
@@ -176,7 +236,12 @@ INSTANTIATE_TEST_SUITE_P(
         KillCase{"ShmFactory_N3_Kill2", 3, "shm", false, true, 2, ""},
         KillCase{"OfiTcpRxmMesh_N3_Kill1", 3, "ofi:tcp;ofi_rxm", false, false,
                  1, ""},
-        KillCase{"OfiShmRing_N4_Kill2", 4, "ofi:shm", true, false, 2, ""}),
+        KillCase{"OfiShmRing_N4_Kill2", 4, "ofi:shm", true, false, 2, ""},
+        // Rank 2's region lock left held by a killed process: rank 1
+        // spins in fi_tsend toward it and rank 2 in its own progress until
+        // the failure frees it (seen when a victim died inside the lock).
+        KillCase{"OfiShmRing_N3_Kill0_LockLeftHeld", 3, "ofi:shm", true, false,
+                 0, "", 2}),
     [](const auto& info) { return info.param.name; });
 
 // ---- a rank that stops answering (SIGSTOP: no EOF, only silence) ---------

@@ -18,6 +18,8 @@
 #include "support/fixtures.h"
 #include "support/proc.h"
 #include "transport/ofi/ofi_fabric.h"
+#include "transport/ofi/shm_lock_rescue.h"
+#include "transport/ofi/shm_regions.h"
 
 namespace {
 
@@ -152,6 +154,92 @@ TEST(OfiLayer, OpensTcpAndShmAndReportsNames) {
       EXPECT_NE(c1.address, c2.address);
     }
   }
+}
+
+// The shm lock rescue (shm_lock_rescue.h) reads libfabric's region header:
+// it must recognise the regions of this machine's libfabric and refuse
+// anything else.
+TEST(OfiLayer, ShmLockRescueKnowsThisLibfabricsRegionsAndNothingElse) {
+  REQUIRE_OFI();
+  auto d0 = ofi::Domain::open(opts(kShm, 0));
+  auto d1 = ofi::Domain::open(opts(kShm, 1));
+  auto a = d0->make_endpoint();
+  auto b = d1->make_endpoint();
+  const std::string ra = ofi::shm_region_of_address(a->card().address);
+  const std::string rb = ofi::shm_region_of_address(b->card().address);
+  EXPECT_EQ(ra.rfind(std::to_string(::getpid()) + ofi::kShmRegionTag, 0), 0u)
+      << ra;
+  EXPECT_NE(ra, rb);
+  EXPECT_EQ(ofi::ShmLockRescue(0, {ra, rb}).watched(), 2u)
+      << "this libfabric's shm regions have a header jaccl does not know";
+  EXPECT_EQ(ofi::ShmLockRescue(0, {"1:jaccl-0000000000000000"}).watched(), 0u);
+  // Not jaccl's, or not an shm address.
+  EXPECT_EQ(ofi::shm_region_of_address({'f', 'i', '_', 's', 'h', 'm', ':', '/',
+                                        '/', '7', ':', '1', 0}),
+            "");
+  auto tcp = ofi::Domain::open(opts(kTcp))->make_endpoint();
+  EXPECT_EQ(ofi::shm_region_of_address(tcp->card().address), "");
+  // Another version's layout, or another owner.
+  alignas(8) unsigned char head[64] = {};
+  head[0] = 6;
+  EXPECT_EQ(ofi::shm_region_lock(head, 0), nullptr);
+  head[0] = 4;
+  EXPECT_NE(ofi::shm_region_lock(head, 0), nullptr);
+  EXPECT_EQ(ofi::shm_region_lock(head, 12345), nullptr);
+}
+
+// Armed, the rescue leaves the locks of live traffic alone (they are held
+// for microseconds), and every message arrives.
+TEST(OfiLayer, ShmLockRescueLeavesLiveTrafficAlone) {
+  REQUIRE_OFI();
+  auto d0 = ofi::Domain::open(opts(kShm, 0));
+  auto d1 = ofi::Domain::open(opts(kShm, 1));
+  auto a = d0->make_endpoint();
+  auto b = d1->make_endpoint();
+  a->insert_peers({a->card(), b->card()}, {0, 1});
+  b->insert_peers({a->card(), b->card()}, {0, 1});
+  ofi::ShmLockRescue rescue(0, {ofi::shm_region_of_address(a->card().address),
+                                ofi::shm_region_of_address(b->card().address)});
+  ASSERT_EQ(rescue.watched(), 2u);
+  rescue.arm();
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> ts;
+  for (int side = 0; side < 2; ++side) {
+    ts.emplace_back([&, side] {
+      try {
+        auto& ep = side == 0 ? *a : *b;
+        const int peer = 1 - side;
+        // Side 0 says when to stop (the top bit), so both sides end on
+        // the same round.
+        constexpr uint64_t kLast = uint64_t{1} << 63;
+        const auto until = std::chrono::steady_clock::now() + 1500ms;
+        auto dl = jaccl::detail::Deadline::after(60000ms);
+        for (uint64_t i = 0;; ++i) {
+          const bool last =
+              side == 0 && std::chrono::steady_clock::now() >= until;
+          uint64_t out = i | (last ? kLast : 0), in = ~i;
+          ofi::Request s, r;
+          while (!ep.post_recv(peer, 1, &in, sizeof in, r))
+            ep.progress();
+          while (!ep.post_send(peer, 1, &out, sizeof out, s))
+            ep.progress();
+          while (!(s.done && r.done) && !dl.expired())
+            ep.progress();
+          if (!(s.done && r.done) || (in & ~kLast) != i)
+            throw std::runtime_error("message " + std::to_string(i));
+          if (last || (in & kLast) != 0)
+            break;
+        }
+      } catch (const std::exception& e) {
+        errs[static_cast<size_t>(side)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ts)
+    t.join();
+  EXPECT_EQ(errs[0], "");
+  EXPECT_EQ(errs[1], "");
+  EXPECT_EQ(rescue.released(), 0);
 }
 
 TEST(OfiLayer, CardRoundTripsAndRejectsMalformedBytes) {

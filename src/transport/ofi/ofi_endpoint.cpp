@@ -111,7 +111,8 @@ class EndpointImpl final : public Endpoint {
     uint64_t nonce = 0;
     random_bytes(&nonce, sizeof nonce);
     const std::string name =
-        "fi_shm://" + shm_region_name(static_cast<long>(::getpid()), nonce);
+        kShmAddressPrefix +
+        shm_region_name(static_cast<long>(::getpid()), nonce);
     check(
         fi_setname(&ep_->fid, const_cast<char*>(name.c_str()), name.size() + 1),
         "fi_setname");

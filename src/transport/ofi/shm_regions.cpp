@@ -14,6 +14,18 @@ std::string shm_region_name(long pid, uint64_t nonce) {
   return std::to_string(pid) + kShmRegionTag + hex;
 }
 
+std::string shm_region_of_address(const std::vector<uint8_t>& address) {
+  std::string name(address.begin(), address.end());
+  name = name.substr(0, name.find('\0'));
+  const std::string prefix = kShmAddressPrefix;
+  if (name.rfind(prefix, 0) != 0 ||
+      name.find(kShmRegionTag) == std::string::npos ||
+      name.find('/', prefix.size()) != std::string::npos) {
+    return "";
+  }
+  return name.substr(prefix.size());
+}
+
 std::vector<std::string> shm_regions(long pid) {
   const std::string prefix = std::to_string(pid) + kShmRegionTag;
   std::vector<std::string> names;

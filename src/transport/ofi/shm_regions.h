@@ -15,9 +15,15 @@ namespace jaccl::detail::ofi {
 
 // What follows the pid in every region name jaccl gives.
 inline constexpr const char* kShmRegionTag = ":jaccl-";
+// What precedes a region name in an shm endpoint's address.
+inline constexpr const char* kShmAddressPrefix = "fi_shm://";
 
 // "<pid>:jaccl-<nonce, 16 hex digits>".
 std::string shm_region_name(long pid, uint64_t nonce);
+
+// The region an shm endpoint address names ("fi_shm://<name>", NUL
+// terminated, as fi_getname gives it), or "" when it names no jaccl region.
+std::string shm_region_of_address(const std::vector<uint8_t>& address);
 
 // The names of /dev/shm/<pid>:jaccl-* (never throws).
 std::vector<std::string> shm_regions(long pid);
