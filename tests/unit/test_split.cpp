@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -201,8 +202,12 @@ class SplitKill : public ::testing::TestWithParam<std::string> {};
 TEST_P(SplitKill, EveryGroupOfTheDeadRankFails) {
   const int n = 6, victim = 3;
   const int port = jaccl::test::free_loopback_port();
+  jaccl::test::TempDir dir;
+  const std::string go = dir / "go";
   Job job = Job::start(worker(), {"kill"}, n, [&](int r) {
-    return coordinator_rank_env(r, n, port, GetParam());
+    auto e = coordinator_rank_env(r, n, port, GetParam());
+    e["SPLIT_GO"] = go;
+    return e;
   });
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(job.wait_for_output(r, "LOOPING", 120s))
@@ -210,6 +215,11 @@ TEST_P(SplitKill, EveryGroupOfTheDeadRankFails) {
   }
   std::this_thread::sleep_for(200ms);  // into the loop
   job.kill(victim, SIGKILL);
+  for (int r = 0; r < n; ++r) {
+    if (r != victim && !job.wait_for_output(r, "FIRST ", 60s))
+      break;  // the checks below say what it printed
+  }
+  std::ofstream(go) << "go";
   auto rs = job.wait(90s);
   const std::string all = all_output(rs);
   const std::string named = "rank " + std::to_string(victim);

@@ -11,14 +11,19 @@
 //            outlive the parent. Prints "BACKEND <name> <backend>" per child.
 //   layout   any size: split(rank / SPLIT_PER), split(rank % SPLIT_PER) and
 //            split(0); prints the backends (for hosts made of namespaces).
-//   kill     rows of 2 and one all-ranks child, looping ("LOOPING") until a
-//            rank is killed; then every group is probed: "PROBE <group>
-//            <kind> | <what>" or "PROBE <group> ok", and a split of the failed
-//            parent ("PROBE split ...").
+//   kill     rows of 2 and one all-ranks child; the row works once, then
+//            the parent and the all-ranks child loop ("LOOPING") until a
+//            rank is killed ("FIRST <kind> | <what>"); once the file
+//            SPLIT_GO exists (every survivor is out of its loop), every
+//            group is probed: "PROBE <group> <kind> | <what>" or "PROBE
+//            <group> ok", and a split of the failed parent ("PROBE split
+//            ...").
 //   partial  rank 0 never calls split (it holds its group for SPLIT_HOLD_MS);
 //            the others print what their split threw.
 // TEST_SIDE_DIR: bootstrap through a shared-directory all-gather factory and
 // print "FACTORY_CALLS n SIDE_CALLS_AFTER_INIT m" at the end.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -278,6 +283,12 @@ int kill_mode(GroupPtr world) {
   const auto all_members = members_of(*all, me);
   std::vector<int> everyone(static_cast<size_t>(world->size()));
   std::iota(everyone.begin(), everyone.end(), 0);
+  // Not in the loop: a collective can complete on one rank and fail on
+  // another (the victim's data reached one of them), so the two ranks of a
+  // row without the victim could leave the loop an op apart and meet in
+  // different ops. Every op in the loop holds the victim, and one that
+  // completes on one rank only leaves the other nothing to meet.
+  exercise(*row, row_members, me, "row", 0);
   {
     std::lock_guard<std::mutex> lock(g_out);
     std::cout << "LOOPING" << std::endl;
@@ -286,10 +297,19 @@ int kill_mode(GroupPtr world) {
     for (int i = 0;; ++i) {
       exercise(*world, everyone, me, "world", i);
       exercise(*all, all_members, me, "all", i);
-      exercise(*row, row_members, me, "row", i);
     }
   } catch (const jaccl::Error& e) {
     std::cout << "FIRST " << describe(e) << std::endl;
+  }
+  // A rank that probed while another was still in its loop would meet it
+  // in a different op of a group that still works.
+  const char* go = std::getenv("SPLIT_GO");
+  for (int waited = 0; go != nullptr && ::access(go, F_OK) != 0; ++waited) {
+    if (waited == 6000) {
+      fail("SPLIT_GO never appeared");
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   auto probe = [&](const char* name, jaccl::Group& g,
                    const std::vector<int>& members) {
