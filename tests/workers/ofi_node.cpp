@@ -7,8 +7,9 @@
 //                       the bounce-slot size, 4 MiB + 5) both ways with every
 //                       peer, and 64 messages on one tag checked for order
 //   ofi_node flood      posts sends to rank (r+1)%n without progressing until
-//                       a post says -FI_EAGAIN, then finishes them all; the
-//                       receiver checks every message; prints "EAGAIN n"
+//                       a post says -FI_EAGAIN, then (once every rank has
+//                       got there) finishes them all; the receiver checks
+//                       every message; prints "EAGAIN n"
 //   ofi_node threads    TEST_OFI_WIRES endpoints per rank, each driven by its
 //                       own thread running `exchange` at once
 //   ofi_node fdwake     rank 1 posts a recv and sleeps in poll() on the CQ's
@@ -292,6 +293,12 @@ void flood(const Ctx& c, ofi::Endpoint& ep) {
   // then go through at once if the peer drained meanwhile; counting only
   // the retries' refusals missed it: "EAGAIN 0 first after 10630 sends".)
   eagain = before < kMax ? 1 : 0;
+  // No rank progresses before every rank has been refused: a peer that
+  // drained its queue while this rank was still posting (a rank that
+  // started late, or was descheduled) took all 20000 of shm's injected
+  // sends without a refusal.
+  char z = 0, all[64] = {};
+  c.gather(&z, all, 1);
   while (sent < kMax) {
     if (ep.post_send(to, 1, &out[sent * kBytes], kBytes, ss[sent])) {
       ++sent;
@@ -337,7 +344,6 @@ void flood(const Ctx& c, ofi::Endpoint& ep) {
             << " sends; sent " << sent << ", received " << count << std::endl;
   // The receives beyond `count` stay posted; closing the endpoint cancels
   // them. Both ranks must be done receiving before either closes.
-  char z = 0, all[64] = {};
   c.gather(&z, all, 1);
 }
 
