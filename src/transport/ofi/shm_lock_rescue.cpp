@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,15 @@ ShmLockRescue::ShmLockRescue(int rank, const std::vector<std::string>& regions)
                            << " to watch its lock: " << std::strerror(errno));
       continue;
     }
+    // A file shorter than the header would fault on access (SIGBUS).
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 ||
+        st.st_size < static_cast<off_t>(sizeof(RegionHead))) {
+      ::close(fd);
+      JACCL_LOG(Debug, "rank " << rank_ << ": shm region " << name
+                               << " is shorter than its header");
+      continue;
+    }
     void* map = ::mmap(nullptr, sizeof(RegionHead), PROT_READ | PROT_WRITE,
                        MAP_SHARED, fd, 0);
     ::close(fd);
@@ -109,9 +119,8 @@ void ShmLockRescue::arm() {
 }
 
 void ShmLockRescue::run() {
-  // A few samples per millisecond would find a free moment of any lock
-  // that live processes pass around; every 2 ms is plenty for one held by
-  // nobody alive.
+  // A lock that live processes pass around is seen free at some sample
+  // long before kStuckAfter; one held by nobody alive never is.
   constexpr Millis kSample{2};
   const auto until = Clock::now() + kRescueWatch;
   std::vector<std::optional<Clock::time_point>> held_since(regions_.size());
