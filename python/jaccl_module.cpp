@@ -217,24 +217,15 @@ py::object init(bool strict, const std::string& backend, py::object factory) {
 
   Config cfg = Config::from_env();
   std::shared_ptr<Bridge> bridge;
-  py::object server;
   if (!factory.is_none()) {
     bridge = std::make_shared<Bridge>();
     cfg.set_all_gather_factory(bridge->cpp_factory());
-    py::cpp_function body(
-        [bridge](py::object f) { bridge->serve(std::move(f)); });
-    server = py::module_::import("threading")
-                 .attr("Thread")(py::arg("target") = body,
-                                 py::arg("args") = py::make_tuple(factory),
-                                 py::arg("name") = "jaccl-side-channel",
-                                 py::arg("daemon") = true);
-    server.attr("start")();
   }
 
-  // jaccl::init runs on its own thread so this one can notice Ctrl-C; the
-  // GIL is released meanwhile (the bridge's server needs it).
+  // jaccl::init runs on its own thread so this one can notice Ctrl-C and
+  // run the user's all-gather (the bridge) while it waits.
   auto st = std::make_shared<InitState>();
-  std::thread([st, cfg, strict] {
+  std::thread([st, cfg, strict, bridge] {
     std::shared_ptr<Group> g;
     std::exception_ptr err;
     try {
@@ -242,15 +233,25 @@ py::object init(bool strict, const std::string& backend, py::object factory) {
     } catch (...) {
       err = std::current_exception();
     }
-    std::lock_guard<std::mutex> lock(st->mu);
-    st->group = std::move(g);
-    st->error = err;
-    st->done = true;
-    st->cv.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      st->group = std::move(g);
+      st->error = err;
+      st->done = true;
+      st->cv.notify_all();
+    }
+    if (bridge) {
+      bridge->close();  // wakes the serving caller at once
+    }
   }).detach();
+  py::object user_fn;  // what the factory returned, dropped on return
   for (;;) {
     bool done;
-    {
+    if (bridge) {
+      bridge->serve(factory, user_fn, std::chrono::milliseconds(50));
+      std::lock_guard<std::mutex> lock(st->mu);
+      done = st->done;
+    } else {
       py::gil_scoped_release release;
       std::unique_lock<std::mutex> lock(st->mu);
       done = st->cv.wait_for(lock, std::chrono::milliseconds(50),
@@ -267,9 +268,6 @@ py::object init(bool strict, const std::string& backend, py::object factory) {
       }
       throw py::error_already_set();
     }
-  }
-  if (bridge) {
-    bridge->close();
   }
 
   std::shared_ptr<Group> group;
@@ -296,10 +294,6 @@ py::object init(bool strict, const std::string& backend, py::object factory) {
                       user_error.ptr());
       throw py::error_already_set();
     }
-  }
-  if (server) {
-    // Lets the server drop the factory and its function before we return.
-    server.attr("join")(1.0);
   }
   if (!group) {
     return py::none();  // non-strict and no usable configuration

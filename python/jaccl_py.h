@@ -74,14 +74,14 @@ void bind_collectives(py::module_& m);
 // ---- factory bridge (py_bridge.cpp) ---------------------------------------
 
 // Runs the Python all-gather factory and the function it returns for the C++
-// side channel. jaccl::init runs on a C++ thread; the Python calls run on a
-// Python daemon thread ("jaccl-side-channel") that serves the bridge, so
-//  - no Python code ever runs on a C++-created thread (at interpreter exit
-//    such a thread would be torn down inside C++ frames),
-//  - init can fail with jaccl's TimeoutError even while a user function is
-//    stuck, and the Python objects are released on a Python thread.
-// The bridge serves during init only: jaccl uses the side channel to set up
-// the group and never afterwards.
+// side channel, on the Python thread that called jaccl.init: jaccl::init runs
+// on a C++ thread (so that thread's caller can notice Ctrl-C), and each
+// side-channel call it makes waits here until the calling thread, which
+// serves the bridge while it waits for init, has run it. So the user's code
+// runs where it was called from (a zmq socket, an MPI communicator or an
+// asyncio loop made on that thread is used on that thread), and no Python
+// code ever runs on a C++-created thread. The bridge serves during init
+// only: jaccl uses the side channel to set up the group and never after.
 class Bridge : public std::enable_shared_from_this<Bridge> {
  public:
   Bridge() = default;
@@ -90,9 +90,11 @@ class Bridge : public std::enable_shared_from_this<Bridge> {
   // The C++ factory to put in the Config; it forwards to the serving thread.
   AllGatherFactory cpp_factory();
 
-  // Body of the serving thread (called from Python with the GIL held): calls
-  // factory(rank, size) and then the function it returned, until close().
-  void serve(py::object factory);
+  // With the GIL held: serves the queued calls (factory(rank, size), then
+  // the function it returned, kept in fn) until none is queued, then waits
+  // up to `wait` (GIL released) for one. Returns whether close() was called.
+  bool serve(py::object& factory, py::object& fn,
+             std::chrono::milliseconds wait);
 
   // No more calls are served; callers waiting for one get an error.
   void close();
@@ -124,7 +126,6 @@ class Bridge : public std::enable_shared_from_this<Bridge> {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool closed_ = false;
-  int rank_ = -1, size_ = 0;
   PyObject* pending_ = nullptr;  // strong reference, taken with the GIL
 };
 

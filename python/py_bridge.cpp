@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
-// Bridge: the Python all-gather factory, served on a Python thread for the
-// C++ side channel (see jaccl_py.h for why not on the C++ caller's thread).
+// Bridge: the Python all-gather factory, served on the thread that called
+// jaccl.init for the C++ side channel running on init's thread (jaccl_py.h).
 #include <cstring>
 
 #include "jaccl_py.h"
@@ -178,25 +178,22 @@ void Bridge::run_job(Job& job, py::object& factory, py::object& fn) {
   }
 }
 
-void Bridge::serve(py::object factory) {
-  py::object fn;
+bool Bridge::serve(py::object& factory, py::object& fn,
+                   std::chrono::milliseconds wait) {
   for (;;) {
     std::shared_ptr<Job> job;
-    // Explicit save/restore (not an RAII guard): if the interpreter is
-    // exiting, restoring ends this thread, which must not happen inside a
-    // destructor.
-    PyThreadState* ts = PyEval_SaveThread();
     {
+      py::gil_scoped_release release;
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
-      if (!closed_) {
-        job = queue_.front();
-        queue_.pop_front();
+      if (!cv_.wait_for(lock, wait,
+                        [&] { return closed_ || !queue_.empty(); })) {
+        return false;
       }
-    }
-    PyEval_RestoreThread(ts);
-    if (!job) {
-      return;
+      if (closed_) {
+        return true;
+      }
+      job = queue_.front();
+      queue_.pop_front();
     }
     run_job(*job, factory, fn);
     std::lock_guard<std::mutex> lock(mu_);

@@ -36,10 +36,11 @@ struct StoreChannel {
   void all_gather(const char* src, char* dst, size_t n) {
     const uint64_t call = calls++;
     store->set(key(call, rank), std::vector<uint8_t>(src, src + n));
-    // jaccl abandons a side-channel call after its own timeout (the same
-    // value); give up a little earlier, so the error that reaches the user is
-    // this one, which names the missing ranks. Polled with check(), not
-    // Store::wait: an expired TCPStore wait leaves its reply in the socket.
+    // jaccl cannot interrupt a user all-gather (it runs on the caller's
+    // thread), so this one carries its own deadline, a little under jaccl's
+    // so that its error, which names the missing ranks, comes first. Polled
+    // with check(), not Store::wait: an expired TCPStore wait leaves its
+    // reply in the socket.
     const auto bound = std::max(std::chrono::milliseconds(1), timeout * 4 / 5);
     const auto deadline = std::chrono::steady_clock::now() + bound;
     auto pause = std::chrono::microseconds(200);

@@ -101,8 +101,8 @@ def test_no_configuration(tmp_path):
 
 def test_exit_with_live_groups(tmp_path):
     """Interpreter exit with groups alive, a daemon thread blocked in a
-    collective no peer joins, and a user side-channel function still stuck
-    on its thread neither hangs nor crashes."""
+    collective no peer joins, and another stuck in a user side-channel
+    function neither hangs nor crashes."""
     code = """
         import os, threading, time
         import numpy as np
@@ -116,13 +116,15 @@ def test_exit_with_live_groups(tmp_path):
                              kwargs={"group": g2}, daemon=True).start()
         else:
             time.sleep(1)
-        os.environ["JACCL_TIMEOUT"] = "1"
+        # A user all-gather runs on the thread that called init: this one
+        # is stuck on a daemon thread when the interpreter exits.
         jaccl.clear_backends()
-        try:
-            jaccl.init(all_gather_factory=lambda r, s: (
-                lambda src, n: threading.Event().wait(5) and b""))
-        except jaccl.TimeoutError:
-            pass
+        stuck = threading.Event()
+        threading.Thread(target=jaccl.init, daemon=True, kwargs={
+            "all_gather_factory": lambda r, s: (
+                lambda src, n: stuck.set() or threading.Event().wait(60))
+        }).start()
+        assert stuck.wait(10), "the user all-gather was never called"
         print("EXITING", flush=True)
         """
     procs = spawn(tmp_path, code, 2, JACCL_TIMEOUT=10)

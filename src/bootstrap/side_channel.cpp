@@ -4,14 +4,14 @@
 #include <cxxabi.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <exception>
 #include <map>
 #include <memory>
-#include <thread>
+#include <optional>
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/overrun_watch.h"
 #include "common/random.h"
 
 namespace jaccl::detail {
@@ -97,7 +97,7 @@ std::string ConfigFingerprint::diff(uint64_t a, uint64_t b) {
 
 SideChannel::SideChannel(int rank, int size, uint64_t fingerprint,
                          AllGatherFn fn, std::string description,
-                         Millis timeout, bool guarded)
+                         Millis timeout, bool user_supplied)
     : rank_(rank),
       size_(size),
       fingerprint_(fingerprint),
@@ -105,7 +105,7 @@ SideChannel::SideChannel(int rank, int size, uint64_t fingerprint,
       fn_(std::move(fn)),
       description_(std::move(description)),
       timeout_(timeout),
-      guarded_(guarded) {
+      user_supplied_(user_supplied) {
   // check_frames indexes the gathered frames by rank_, and all_gather
   // divides by size_: reject what would make those undefined.
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
@@ -125,76 +125,26 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
   ErrorContext ctx{.rank = rank_};
   std::string what = "side-channel all-gather #" + std::to_string(seq_) + " (" +
                      description_ + ")";
-  if (!guarded_) {
-    try {
-      fn_(src, dst, n);
-    } catch (...) {
-      rethrow_as_error(std::current_exception(), ErrorKind::Io,
-                       what + " failed", ctx);
-    }
-    return;
+  // On the calling thread, as upstream JACCL does: the function may need a
+  // lock its caller holds (Python's GIL, when MLX's init calls a Python
+  // factory), so a helper thread could deadlock. Nothing can interrupt it
+  // there, so a user function past the deadline is reported, not abandoned;
+  // built-in channels bound their own waits.
+  std::optional<OverrunWatch> watch;
+  if (user_supplied_) {
+    watch.emplace("rank " + std::to_string(rank_) + ": " + what +
+                      " has not returned after the " +
+                      format_duration(timeout_) +
+                      " deadline: jaccl calls a user-supplied all-gather on "
+                      "the calling thread and cannot interrupt it (a rank "
+                      "never called it, or the function is stuck; give it "
+                      "its own deadline)",
+                  timeout_);
   }
-  // A user function runs on a helper thread that owns copies of the
-  // buffers, so if it never returns we can give up at the deadline without
-  // leaving it writing into memory we no longer own.
-  struct Call {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    bool exited = false;  // the thread was unwound (pthread_exit, cancel)
-    std::exception_ptr error;
-    std::vector<char> in, out;
-    AllGatherFn fn;
-  };
-  auto call = std::make_shared<Call>();
-  call->in.assign(src, src + n);
-  call->out.resize(n * static_cast<size_t>(size_));
-  call->fn = fn_;
-  std::thread([call, n] {
-    // Reports the end however the thread ends, forced unwinding included.
-    struct Finish {
-      Call& c;
-      bool returned = false;
-      std::exception_ptr err;
-      ~Finish() {
-        std::lock_guard<std::mutex> lock(c.mu);
-        // Moved, not copied: the exception is then released only by the
-        // caller's thread (libstdc++ counts exception_ptr references in
-        // code TSan cannot see, so a release here raced a catch there).
-        c.error = std::move(err);
-        c.exited = !returned;
-        c.done = true;
-        c.cv.notify_all();
-      }
-    } finish{*call};
-    finish.err = call_user_fn(call->fn, call->in.data(), call->out.data(), n);
-    finish.returned = true;
-  }).detach();
-  std::unique_lock<std::mutex> lock(call->mu);
-  auto pred = [&] { return call->done; };
-  if (timeout_.count() > 0) {
-    if (!call->cv.wait_for(lock, timeout_, pred)) {
-      raise(ErrorKind::Timeout,
-            what + " did not return within " + format_duration(timeout_) +
-                " (a rank never called it, or the function is stuck)",
-            ctx);
-    }
-  } else {
-    call->cv.wait(lock, pred);
+  if (std::exception_ptr error = call_user_fn(fn_, src, dst, n)) {
+    rethrow_as_error(error, ErrorKind::Io,
+                     what + (user_supplied_ ? " threw" : " failed"), ctx);
   }
-  if (call->exited) {
-    raise(ErrorKind::Io,
-          what +
-              " ended its thread without returning (pthread_exit or "
-              "thread cancellation inside the all-gather?)",
-          ctx);
-  }
-  if (call->error) {
-    std::exception_ptr error = std::move(call->error);
-    lock.unlock();
-    rethrow_as_error(error, ErrorKind::Io, what + " threw", ctx);
-  }
-  std::memcpy(dst, call->out.data(), call->out.size());
 }
 
 void SideChannel::check_frames(const char* frames, size_t stride,

@@ -47,12 +47,12 @@ class SideChannel {
   static constexpr size_t kFrameBytes = 256;
   static constexpr size_t kInlineBytes = kFrameBytes - kHeaderBytes;
 
-  // fn must be a correct all-gather for (rank, size). When guarded is true
-  // (a user-supplied function), each call runs on a helper thread and is
-  // abandoned with a Timeout after `timeout`, so a user function that never
-  // returns cannot hang init; built-in channels enforce their own deadlines.
+  // fn must be a correct all-gather for (rank, size); it is called on the
+  // calling thread. A user-supplied one (which jaccl cannot interrupt) is
+  // watched: past `timeout` a warning says which call is stuck, and again
+  // every `timeout`. Built-in channels enforce their own deadlines.
   SideChannel(int rank, int size, uint64_t fingerprint, AllGatherFn fn,
-              std::string description, Millis timeout, bool guarded);
+              std::string description, Millis timeout, bool user_supplied);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -102,7 +102,7 @@ class SideChannel {
   AllGatherFn fn_;
   std::string description_;
   Millis timeout_;
-  bool guarded_;
+  bool user_supplied_;
   std::mutex mu_;
   uint64_t seq_ = 0;
 };

@@ -117,7 +117,7 @@ std::shared_ptr<Group> split_group(GroupHandle& parent, int color, int key) {
                    config_fingerprint(cfg),
                    over_parent(parent, members, child_rank),
                    std::string("parent group (") + parent.backend_name() + ")",
-                   cfg.get_timeout(), /*guarded=*/false);
+                   cfg.get_timeout(), /*user_supplied=*/false);
     auto inner = make_group(cfg, sc);
     JACCL_LOG(Info, "rank " << job_me << ": split color " << color
                             << ": child rank " << child_rank << " of "
