@@ -16,6 +16,7 @@ pkgs=(
   python3-torch libtorch-dev
   iproute2 procps
   openssh-server openssh-client
+  libopenblas-dev liblapacke-dev patch ccache git
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -30,7 +30,8 @@ constexpr int kTagLeaders = 2;
 constexpr int kTagP2p = 3;
 
 // The ofi transport this rank may use: forced (JACCL_TRANSPORT=ofi: any
-// failure to open it is the caller's ConfigError), or under auto only when
+// failure to open it is the caller's ConfigError), under auto the provider
+// of a domain the device matrix names, else only when
 // a provider drives RDMA hardware here (else nullptr: TCP between hosts;
 // without any RDMA device node libfabric is not even loaded).
 std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
@@ -43,6 +44,29 @@ std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
   }
   if (cfg.get_transport() != "auto") {
     return nullptr;
+  }
+  // A device the matrix (JACCL_IBV_DEVICES, MLX_IBV_DEVICES) names for this
+  // rank is a libfabric domain: take the provider offering it, and refuse a
+  // name none offers instead of silently running without it.
+  const std::string named = ofi_domain_for(cfg, rank);
+  if (!named.empty()) {
+    std::string listing;
+    Config c = cfg;
+    if (c.get_ofi_provider().empty()) {
+      c.set_ofi_provider(ofi::provider_with_domain(named, &listing));
+    }
+    if (c.get_ofi_provider().empty()) {
+      raise(ErrorKind::Config,
+            "the device matrix (JACCL_IBV_DEVICES) names device '" + named +
+                "' for this rank, and no libfabric provider here offers a "
+                "domain of that name (providers and domains here: " +
+                listing +
+                "); name one of those, or write null for every entry on "
+                "machines without RDMA (then shared memory and TCP carry "
+                "the data)",
+            {.rank = rank});
+    }
+    return OfiNet::open(c);
   }
   if (!ofi::built()) {
     JACCL_LOG(Info, "rank " << rank << ": ofi not built: TCP between hosts");

@@ -118,6 +118,7 @@ std::string SshHosts::setup(int count) {
     }
     ns_.push_back(ns);
     ips_.push_back(ip);
+    ifs_.push_back(b);
     ports_.push_back(free_loopback_port());
     const std::string conf = d + "/sshd_config" + std::to_string(h);
     std::ofstream(conf) << "Port " << ports_.back() << "\nListenAddress " << ip

@@ -41,6 +41,10 @@ class SshHosts {
   int size() const { return static_cast<int>(ips_.size()); }
   const std::string& ip(int h) const { return ips_[static_cast<size_t>(h)]; }
   const std::string& netns(int h) const { return ns_[static_cast<size_t>(h)]; }
+  // Host h's end of its veth pair (the interface its address is on).
+  const std::string& ifname(int h) const {
+    return ifs_[static_cast<size_t>(h)];
+  }
   // Our own address on the bridge (the root namespace).
   const std::string& bridge_ip() const { return bridge_ip_; }
   // An ssh command line (for jaccl-run --ssh) that reaches every host.
@@ -66,7 +70,7 @@ class SshHosts {
 
   TempDir dir_;
   std::string id_, bridge_, bridge_ip_, skip_, error_;
-  std::vector<std::string> ns_, ips_;
+  std::vector<std::string> ns_, ips_, ifs_;
   std::vector<int> ports_;
   std::vector<std::pair<std::string, int>> aliases_;
   std::vector<std::unique_ptr<Job>> sshd_;

@@ -479,6 +479,17 @@ TEST(ConfigDevices, FromFileNullStringAndListEntries) {
   EXPECT_FALSE(c.is_valid_ring());  // 0 has 2 wires to 2 but 1 to 1
 }
 
+// What a machine without RDMA writes (exo, mlx.launch hostfiles): null in
+// every entry. The matrix then only gives the size.
+TEST(ConfigDevices, AllNullMatrixGivesTheSizeOnly) {
+  TempFile f("[[null, null, null], [null, null, null], [null, null, null]]");
+  Config c;
+  c.set_rank(1).set_all_gather(echo()).set_devices_from_file(f.path().c_str());
+  ASSERT_TRUE(c.is_valid()) << c.invalid_reason();
+  EXPECT_EQ(c.get_size(), 3);
+  EXPECT_TRUE(c.is_valid_mesh());
+}
+
 TEST(ConfigDevices, FromFileProblems) {
   struct Case {
     const char* json;

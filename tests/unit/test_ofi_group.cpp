@@ -288,6 +288,34 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ShmRing_N2_W1_Reg", "shm", 2, 1, true, true}),
     [](const auto& info) { return info.param.name; });
 
+// ---- the device matrix under JACCL_TRANSPORT=auto -------------------------
+
+// A name in MLX's device matrix is a libfabric domain; one no provider
+// offers (a macOS hostfile's rdma_en3 on Linux) is refused, naming what
+// exists, instead of running without it.
+TEST(OfiAuto, UnknownDeviceNameIsAConfigErrorListingTheDomains) {
+  const int n = 2;
+  Config::DeviceMatrix m = {{{}, {"rdma_en3"}}, {{"rdma_en3"}, {}}};
+  auto errors = test::run_thread_ranks(
+      n,
+      [&](int) {
+        Config cfg;
+        cfg.set_devices(m).set_timeout(20s);
+        return cfg;
+      },
+      [](int, Group&) {});
+  for (int r = 0; r < n; ++r) {
+    const std::string& e = errors[static_cast<size_t>(r)];
+    EXPECT_EQ(e.rfind("Config: ", 0), 0u) << e;
+    EXPECT_NE(e.find("rank " + std::to_string(r)), std::string::npos) << e;
+    EXPECT_NE(e.find("names device 'rdma_en3'"), std::string::npos) << e;
+    EXPECT_NE(e.find("write null for every entry"), std::string::npos) << e;
+    if (ofi::built()) {
+      EXPECT_NE(e.find("tcp;ofi_rxm (domain"), std::string::npos) << e;
+    }
+  }
+}
+
 // ---- a rank SIGKILLed mid-all_sum (real processes) ------------------------
 
 class OfiKill : public ::testing::TestWithParam<std::string> {};

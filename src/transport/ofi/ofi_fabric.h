@@ -53,6 +53,10 @@ std::vector<std::string> available_providers();
 // The first provider present and usable that drives RDMA hardware (verbs,
 // efa, psm2, psm3, cxi, opx), or "" (auto falls back to TCP then).
 std::string hardware_provider();
+// The provider offering a domain of this name (a hardware provider's first),
+// or ""; `listing` gets every provider with its domains, for messages.
+std::string provider_with_domain(const std::string& domain,
+                                 std::string* listing);
 
 // What a peer needs to reach one endpoint: published in the rank's card.
 struct Card {

@@ -173,6 +173,36 @@ std::string hardware_provider() {
   return "";
 }
 
+std::string provider_with_domain(const std::string& domain,
+                                 std::string* listing) {
+  if (try_lib(nullptr) == nullptr) {
+    if (listing != nullptr) {
+      *listing = "none (libfabric cannot be loaded)";
+    }
+    return "";
+  }
+  auto list = query("", "", nullptr);
+  if (listing != nullptr) {
+    *listing = describe(list.get());
+  }
+  // A hardware provider's domain before a software one of the same name.
+  const std::string hw = hardware_provider();
+  std::string found;
+  for (fi_info* i = list.get(); i != nullptr; i = i->next) {
+    if (i->domain_attr->name == nullptr || domain != i->domain_attr->name) {
+      continue;
+    }
+    const std::string name = i->fabric_attr->prov_name;
+    if (name == hw) {
+      return name;
+    }
+    if (found.empty()) {
+      found = name;
+    }
+  }
+  return found;
+}
+
 #else  // !JACCL_HAVE_OFI
 
 bool built() {
@@ -182,6 +212,12 @@ std::vector<std::string> available_providers() {
   return {};
 }
 std::string hardware_provider() {
+  return "";
+}
+std::string provider_with_domain(const std::string&, std::string* listing) {
+  if (listing != nullptr) {
+    *listing = "none (this jaccl was built without libfabric)";
+  }
   return "";
 }
 
