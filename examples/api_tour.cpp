@@ -12,16 +12,16 @@
 
 namespace {
 
-// An explicit Config from the variables jaccl-run sets. Setters never throw:
-// problems are recorded and named by invalid_reason().
+// A Config from the environment with a few settings changed. Setters never
+// throw: problems are recorded and named by invalid_reason().
 jaccl::Config config_from_launcher() {
   // [config]
-  auto cfg = jaccl::Config()
-                 .set_rank(std::getenv("JACCL_RANK"))
-                 .set_size(std::atoi(std::getenv("JACCL_SIZE")))
-                 .set_coordinator(std::getenv("JACCL_COORDINATOR"))
-                 .set_token(std::getenv("JACCL_TOKEN"))
-                 .set_timeout(std::chrono::seconds(30));
+  // The environment's values (JACCL_RANK, JACCL_SIZE, JACCL_COORDINATOR,
+  // JACCL_TOKEN ... as jaccl-run sets them), then ours on top.
+  auto cfg = jaccl::Config::from_env()
+                 .set_timeout(std::chrono::seconds(30))
+                 .set_op_timeout(std::chrono::minutes(5))
+                 .set_heartbeat_timeout(std::chrono::seconds(5));
   if (!cfg.is_valid()) {
     std::fprintf(stderr, "bad config: %s\n", cfg.invalid_reason().c_str());
     std::exit(2);
@@ -39,7 +39,8 @@ int main() {
     int rank = group->rank(), size = group->size();
     if (rank == 0) {
       // [invalid]
-      auto bad = jaccl::Config().set_rank("two").set_size(4);
+      auto bad = jaccl::Config().set_rank("two").set_size(4).set_coordinator(
+          "10.0.0.1:5000");
       std::printf("invalid: %s\n", bad.invalid_reason().c_str());
       // [invalid]
     }
