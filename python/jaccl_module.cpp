@@ -411,7 +411,8 @@ group, and after this group is gone.)")
 With all_gather_factory, the side channel is yours: the factory is called once
 with (rank, size) and returns f(src: bytes, n_bytes: int) -> bytes giving
 size * n_bytes bytes, every rank's input in rank order (used during init only;
-f runs on a Python thread named "jaccl-side-channel").
+the factory and f run on the thread that called init, while Ctrl-C is still
+noticed).
 
 Returns the group, or None when strict is False and there is no usable
 configuration. A second call returns the same world group until

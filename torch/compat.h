@@ -4,7 +4,7 @@
 // backend is a c10d::ProcessGroup subclass and init_process_group calls the
 // registered function(store, rank, world_size, timeout) for it.
 //
-// A port to torch >= 2.0 (README "PyTorch"): there a backend derives from
+// A port to torch >= 2.0 (docs/pytorch.md): there a backend derives from
 // c10d::Backend (Backend.hpp; same virtuals: allreduce, _allgather_base,
 // alltoall_base, ...) and torch wraps it in a ProcessGroup itself; the
 // creator must return the Backend, and Backend.register_backend takes

@@ -51,7 +51,7 @@ class Config {
   Config& set_interface(std::string ifname_or_ip);
   // Data connections per neighbour (>= 1). Unset, each data plane takes its
   // own default: TCP 2, or 1 where a host's wire threads would outnumber its
-  // CPUs; ofi 1 (its wires share one domain). See README.
+  // CPUs; ofi 1 (its wires share one domain). See docs/data-planes.md.
   Config& set_wires(int wires);
   // "auto", "tcp", "shm" or "ofi" (libfabric for every pair).
   Config& set_transport(std::string transport);
@@ -107,8 +107,8 @@ class Config {
   const std::string& get_side_channel() const { return side_channel_; }
   const std::string& get_job() const { return job_; }
 
-  // Reads the environment table (see README). Never throws: malformed values
-  // are recorded and reported by invalid_reason(), naming the variable.
+  // Reads the environment table (docs/environment.md). Never throws: malformed
+  // values are recorded and reported by invalid_reason(), naming the variable.
   static Config from_env();
 
  private:

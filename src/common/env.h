@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
-// Every environment variable jaccl reads, in one table. README's table is
-// checked against this one by a test (tests/unit/test_env_table.cpp).
+// Every environment variable jaccl reads, in one table. docs/environment.md
+// is checked against this one by a test (tests/unit/test_env_table.cpp).
 #pragma once
 
 #include <span>

@@ -72,6 +72,29 @@ TEST_F(SlurmJob, PmixIsChosenWhenNoSideChannelIsNamed) {
   }
 }
 
+TEST_F(SlurmJob, TheDocsBatchScriptRunsTheJob) {
+  // docs/launching.md shows docs/snippets/slurm_job.sh; run as sbatch would,
+  // but by bash with the allocation's task count in SLURM_NTASKS (the test
+  // cluster has one node, the script asks for two), so its own srun line
+  // starts the ranks and pmix:// is chosen by itself.
+  TempDir shared;
+  auto env = launcher_job_env({{"SLURM_CONF", cluster_->conf()},
+                               {"SLURM_NTASKS", "4"},
+                               {"CONF_MATRIX", "reduced"},
+                               {"CONF_DIR", shared.path()}});
+  auto r = run("bash",
+               {std::string(JACCL_SOURCE_DIR) + "/docs/snippets/slurm_job.sh",
+                worker_path("conformance")},
+               env, 240s);
+  ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::string line =
+        line_of(r.output, "SUMMARY rank=" + std::to_string(rank) + " size=4");
+    ASSERT_NE(line, "") << r.output;
+    EXPECT_NE(line.find("failures=0"), std::string::npos) << line;
+  }
+}
+
 TEST_F(SlurmJob, SrunWithoutPmixSaysWhatToSet) {
   auto r = conformance(
       {"-n", "2", "--mpi=none"},
