@@ -18,8 +18,9 @@
 # MLX_BUILD_JACCL=AUTO|ON|OFF that uses an installed jaccl::jaccl off Apple).
 # MLX is built once per (source, patches) into the cache; later runs
 # reinstall jaccl and let ninja rebuild only what that changed (a relink).
-# The last line printed is the PYTHONPATH to use with /usr/bin/python3;
-# $prefix/mlx-env.sh sets it, PATH (mlx.launch) and MLX_TESTS_DIR.
+# The last line printed is the path of $prefix/mlx-env.sh, which a shell
+# sources to use that MLX with /usr/bin/python3: it sets PYTHONPATH, PATH
+# (mlx.launch) and MLX_TESTS_DIR.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 mlx_tag=v0.32.1
@@ -127,6 +128,7 @@ cmake -S "$work/src" -B "$work/build" ${gen_args[@]+"${gen_args[@]}"} \
   -DCMAKE_BUILD_TYPE=Release \
   -DMLX_BUILD_METAL=OFF -DMLX_BUILD_CPU=ON -DMLX_BUILD_CUDA=OFF \
   -DMLX_BUILD_JACCL=ON -DCMAKE_PREFIX_PATH="$prefix" \
+  -Djaccl_DIR="$prefix/lib/cmake/jaccl" \
   -DMLX_BUILD_TESTS=OFF -DMLX_BUILD_EXAMPLES=OFF \
   -DMLX_BUILD_PYTHON_BINDINGS=ON -DMLX_BUILD_PYTHON_STUBS=OFF \
   -DPython_EXECUTABLE="$py" -DMLX_PYTHON_BINDINGS_OUTPUT_DIRECTORY="$pkg" \
@@ -149,7 +151,9 @@ cmake --build "$work/build" -j"$(nproc)" >"$work/build.log" 2>&1 || {
 log "MLX built in $(($(date +%s) - start)) s"
 cmake --install "$work/build" >/dev/null
 # The pure-Python part of the package, and MLX's console scripts.
-cp -a "$work/src/python/mlx/." "$pkg/"
+# -u: files already there unchanged are left alone (a test may be importing
+# them).
+cp -a -u "$work/src/python/mlx/." "$pkg/"
 mkdir -p "$prefix/bin"
 for entry in launch:mlx.launch config:mlx.distributed_config; do
   mod=${entry%%:*} name=${entry#*:}
@@ -175,4 +179,4 @@ export MLX_JACCL_SPLIT=$split
 EOF
 log "MLX with jaccl is in $prefix (python package: $pkg; bin: $prefix/bin;"
 log "environment: . $prefix/mlx-env.sh)"
-echo "$prefix/python"
+echo "$prefix/mlx-env.sh"

@@ -37,8 +37,7 @@ case "$mode" in
     MLX_SOURCE="$tp/mlx-0.32.1.tar.gz" MLX_THIRD_PARTY="$tp" \
       BUILD_DIR="$build" bash "$repo/scripts/mlx.sh" ${split[@]+"${split[@]}"} \
       >"$build/mlx/$variant.out"
-    prefix=$(dirname "$(tail -1 "$build/mlx/$variant.out")")
-    cp "$prefix/mlx-env.sh" "$envfile"
+    cp "$(tail -1 "$build/mlx/$variant.out")" "$envfile"
     echo "run.sh: MLX ($variant) ready: $envfile"
     ;;
   run)

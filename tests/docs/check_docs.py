@@ -29,6 +29,7 @@ one marker saying how it is checked:
 A block without a marker, an unknown marker or a failing check fails the test.
 
   check_docs.py --source DIR --build DIR [--have TARGET]... [--only FILE]
+                [--mlx-sources DIR]
 """
 import argparse
 import os
@@ -44,10 +45,9 @@ MAX_NOT_RUN = 12
 # What `needs=` may name (a typo must not skip a block for ever): targets and
 # the optional dependencies tests/CMakeLists.txt passes as --have.
 KNOWN_NEEDS = {"jaccl_python", "jaccl_torch", "zmq_side_channel", "redis",
-               "mpi", "pmix", "ofi"}
-# Pages linked before they exist: the lead writes docs/mlx.md (MLX
-# integration is in progress elsewhere). Remove it here once it lands.
-PENDING_PAGES = {"docs/mlx.md"}
+               "mpi", "pmix", "ofi", "mlx"}
+# Pages linked before they exist (none now).
+PENDING_PAGES = set()
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)(.*)$")
 SKIPPED = object()  # the last run block was skipped: so is its output
@@ -145,8 +145,14 @@ def scratch_tree(source, build):
     return d
 
 
+# --mlx-sources: the pinned MLX sources, so that MLX blocks build from them
+# (scripts/mlx.sh, cached) instead of cloning.
+MLX_ENV = {}
+
+
 def job_env():
     env = {k: v for k, v in os.environ.items() if not DROP_ENV.match(k)}
+    env.update(MLX_ENV)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if os.geteuid() == 0:  # Open MPI refuses root without these
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
@@ -175,9 +181,15 @@ def main():
     ap.add_argument("--have", action="append", default=[],
                     help="a configured optional target (repeatable)")
     ap.add_argument("--only", help="check only this file (source-relative)")
+    ap.add_argument("--mlx-sources",
+                    help="folder of the pinned MLX archives (needs=mlx)")
     a = ap.parse_args()
     source = os.path.abspath(a.source)
     have = set(a.have)
+    if a.mlx_sources:
+        have.add("mlx")
+        MLX_ENV["MLX_SOURCE"] = os.path.join(a.mlx_sources, "mlx-0.32.1.tar.gz")
+        MLX_ENV["MLX_THIRD_PARTY"] = a.mlx_sources
     docs = ["README.md"] + sorted(
         os.path.join("docs", f) for f in os.listdir(os.path.join(source, "docs"))
         if f.endswith(".md"))
