@@ -16,6 +16,7 @@ present.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,7 +64,8 @@ def _job(ctx, mlxenv, n, transport, backends, decode, reps):
     if transport == "tcp":
         env["JACCL_TRANSPORT"] = "tcp"
     env.update(mlxenv)
-    cmd = list(compare.MPIRUN) + ["-np", str(n)]
+    # compare --rt: the ranks run under SCHED_FIFO like the core sweeps.
+    cmd = list(compare.RT) + list(compare.MPIRUN) + ["-np", str(n)]
     for k in sorted(env):
         cmd += ["-x", f"{k}={env[k]}"]
     cmd += [PY, RANK]
@@ -78,13 +80,46 @@ def _job(ctx, mlxenv, n, transport, backends, decode, reps):
     if not any(r.get("op") == "done" for r in rows):
         raise RuntimeError(f"mlx section: {n} ranks ({transport}) failed:\n"
                            f"{out[-1500:]}\n{err[-3000:]}")
-    planes = sorted({l.split("rank 0: ", 1)[1].strip()
+    planes = sorted({re.sub(r" \((memfd|/dev/shm/) ?[^)]*\)", "",
+                            l.split("rank 0: ", 1)[1].strip())
                      for l in err.splitlines()
                      if "rank 0: " in l and ("data plane ready" in l or
                                               "shared-memory group of" in l)})
     ctx["log"](f"   mlx {n} ranks, jaccl {transport}: {len(rows)} rows, "
                f"{wall:.0f} s; {'; '.join(planes)}")
     return {"rows": rows, "planes": planes, "wall": wall}
+
+
+# The same sizes without MLX, through compare's own command lines (C++
+# jaccl-bench under jaccl-run, mpi_bench under mpirun): what the library
+# costs alone, so MLX's own per-call work shows.
+NATIVE = ["jaccl-shm", "jaccl-tcp", "mpi-sm"]
+
+
+def _native_groups(quick):
+    if quick:
+        return [("8", "8", 8, 20, 200), ("1M", "1M", 4, 3, 10)]
+    return [("8", "4K", 8, 50, 500), ("32K", "256K", 8, 10, 100),
+            ("1M", "64M", 4, 4, 8)]
+
+
+def _native(ctx, n):
+    out = {}
+    for lib in NATIVE:
+        for g in _native_groups(ctx["quick"]):
+            cmd = compare.lib_cmd(ctx["exe"], lib, n, "all_sum", g,
+                                  ctx["tmpdir"])
+            if cmd is None:
+                continue
+            try:
+                text, _, _ = ctx["run"](cmd, timeout=240)
+            except RuntimeError as e:
+                ctx["log"](f"   native {lib} {n} ranks: {e}")
+                continue
+            for j in compare.json_lines(text):
+                if "bytes" in j and "avg_us" in j:
+                    out.setdefault(lib, {})[str(j["bytes"])] = j["avg_us"]
+    return out
 
 
 def _ceilings(ctx):
@@ -140,6 +175,7 @@ def run(ctx):
         + (f"; iperf3 {c['iperf_1M']:.2f} GB/s" if "iperf_1M" in c else ""))
     for n in (2, 4):
         log(f"== mlx section: {n} ranks")
+        res.setdefault("native", {})[str(n)] = _native(ctx, n)
         res["jobs"][str(n)] = {
             "auto": _job(ctx, mlxenv, n, "auto", ["jaccl", "ring", "mpi"],
                          n == 2, reps),
@@ -252,6 +288,33 @@ def render(res):
             if b == 8:
                 small = (ra["jaccl"], ra["ring"], rt.get("jaccl"))
         L.append("")
+        nat = (res.get("native") or {}).get(n) or {}
+        if nat.get("jaccl-shm"):
+            L.append("The same sizes without MLX, C++ in the same run just "
+                     "before the MLX jobs (`jaccl-bench` under `jaccl-run`, "
+                     "`mpi_bench` under `mpirun`, compare's command lines; "
+                     "mean call), and what a call through MLX adds "
+                     "(MLX's median minus the C++ figure; the two were not alternated, so "
+                     "at large sizes the difference is mostly the machine's "
+                     "drift and can be negative):")
+            L.append("")
+            L.append("| bytes | jaccl C++ µs | jaccl TCP C++ µs | MPI C++ µs "
+                     "| MLX adds, jaccl µs | MLX adds, jaccl TCP µs "
+                     "| MLX adds, MPI µs |")
+            L.append("|---:|---:|---:|---:|---:|---:|---:|")
+            for b in sorted(a):
+                cj = nat.get("jaccl-shm", {}).get(str(b))
+                ct = nat.get("jaccl-tcp", {}).get(str(b))
+                cm = nat.get("mpi-sm", {}).get(str(b))
+                rt = t.get(b, {})
+                f = lambda v: _us(v * 1e-6) if v is not None else "-"
+                d = lambda m, v: (f"{m * 1e6 - v:.0f}" if m is not None
+                                  and v is not None else "-")
+                L.append(f"| {compare.human(b)} | {f(cj)} | {f(ct)} | "
+                         f"{f(cm)} | {d(a[b]['jaccl'], cj)} | "
+                         f"{d(rt.get('jaccl'), ct)} | "
+                         f"{d(a[b].get('mpi'), cm)} |")
+            L.append("")
         v = []
         if big:
             m, b = min(big)
