@@ -371,6 +371,35 @@ def render(res):
                      + (" (within the step's noise)"
                         if abs(dj - dr) / dr < 0.03 else ""))
         verdicts.append(f"- {n} ranks: " + "; ".join(v) + ".")
+    cl = next((r.get("cache_limit") for j in res["jobs"].values()
+               for r in _rows(j["auto"], "config")), None)
+    over = ""
+    try:
+        j2 = res["jobs"]["2"]["auto"]
+        r8 = next(r for r in _rows(j2, "all_sum") if r["bytes"] == 8)
+        c8 = res["native"]["2"]
+        over = (f": at 2 ranks and 8 B, jaccl {_us(r8['jaccl'])} µs "
+                f"through MLX against {c8['jaccl-shm']['8']:.1f} µs in C++, "
+                f"Open MPI {_us(r8['mpi'])} against "
+                f"{c8['mpi-sm']['8']:.1f} µs")
+    except (KeyError, StopIteration):
+        pass
+    L.append("Reading the tables: every backend pays MLX's own per-call "
+             "work (building the graph, `mx.eval`, the CPU stream's thread, "
+             "a freshly allocated result)" + over + ", so the small sizes "
+             "show MLX's overhead more than the backends'."
+             + (f" MLX's CPU allocator keeps at most {cl >> 20} MiB of freed "
+                "buffers (`set_cache_limit`, its default here, left as "
+                "shipped), so each 64 MiB result is new memory that is "
+                "page-faulted on every call, for every backend alike (a "
+                "separate check: 64 MiB `x * 1` took 82-158 ms with the "
+                "default limit, 10-37 ms with it raised, on the loaded "
+                "machine)." if cl else "")
+             + " MLX's ring at 4 ranks (on 2 cores) takes 15-40 ms per "
+             "call at every small size; a job with ring alone (no jaccl or "
+             "MPI initialised) showed the same, so it is ring's own way of "
+             "waiting, not interference.")
+    L.append("")
     if decode_lines:
         L.extend(decode_lines)
         L.append("")

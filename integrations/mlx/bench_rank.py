@@ -244,9 +244,14 @@ def decode(groups):
 
 def main():
     groups = init_groups()
+    # MLX's buffer cache limit, as shipped (not changed here): results
+    # larger than it are freshly allocated (and page-faulted) every call.
+    cache_limit = mx.set_cache_limit(1 << 40)
+    mx.set_cache_limit(cache_limit)
     emit(op="config", libs=list(groups), ranks=next(iter(
         groups.values())).size(), reps=REPS, quick=QUICK,
-        transport=os.environ.get("JACCL_TRANSPORT", "auto"))
+        transport=os.environ.get("JACCL_TRANSPORT", "auto"),
+        cache_limit=cache_limit)
     sweep(groups)
     if os.environ.get("JM_DECODE") == "1":
         decode(groups)
