@@ -3,7 +3,7 @@
 # jaccl backend compiled from MLX's unchanged sources and linked against this
 # project's jaccl, installed first into the same prefix.
 #
-#   scripts/mlx.sh [--split] [--prefix DIR]
+#   scripts/mlx.sh [--split] [--prefix DIR] [--print-env]
 #
 #   MLX_SOURCE=dir|tarball  MLX's source (default: clone the pinned release)
 #   MLX_THIRD_PARTY=dir     holds MLX's FetchContent dependencies as archives
@@ -13,6 +13,8 @@
 #   --split                 also apply the opt-in patch giving Group.split
 #   --prefix DIR            where jaccl and the `mlx` package are installed
 #                           (default: a folder of the cache, printed at the end)
+#   --print-env             only print the environment file of an earlier
+#                           build with the same source and options
 #
 # The only change to MLX is integrations/mlx/mlx-jaccl-cmake.patch (an option
 # MLX_BUILD_JACCL=AUTO|ON|OFF that uses an installed jaccl::jaccl off Apple).
@@ -28,12 +30,14 @@ mlx_repo=https://github.com/ml-explore/mlx.git
 py=${JACCL_PYTHON:-/usr/bin/python3}
 split=0
 prefix=""
+print_env=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --split) split=1 ;;
+    --print-env) print_env=1 ;;
     --prefix) prefix=$2; shift ;;
     --prefix=*) prefix=${1#--prefix=} ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "mlx.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -62,6 +66,7 @@ if [ -n "${MLX_SOURCE:-}" ]; then
 else
   clone="$cache/clone-$mlx_tag"
   if [ ! -d "$clone/.git" ]; then
+    [ "$print_env" = 0 ] || { log "no MLX built yet: run scripts/mlx.sh"; exit 1; }
     log "cloning MLX $mlx_tag from $mlx_repo"
     git clone -q --depth 1 --branch "$mlx_tag" "$mlx_repo" "$clone.tmp"
     mv "$clone.tmp" "$clone"
@@ -73,6 +78,16 @@ patches=("$here/integrations/mlx/mlx-jaccl-cmake.patch")
 key=$( (echo "$src_id"; cat "${patches[@]}") | sha256sum | cut -c1-16)
 work="$cache/$key"
 [ -n "$prefix" ] || prefix="$work/prefix"
+if [ "$print_env" = 1 ]; then
+  prefix=$(cd "$prefix" 2>/dev/null && pwd) || prefix=""
+  if [ -z "$prefix" ] || [ ! -f "$prefix/mlx-env.sh" ]; then
+    log "no MLX built for this source and these options yet: run" \
+      "scripts/mlx.sh$([ "$split" = 1 ] && echo " --split") first"
+    exit 1
+  fi
+  echo "$prefix/mlx-env.sh"
+  exit 0
+fi
 mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
 
