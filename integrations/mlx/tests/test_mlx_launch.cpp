@@ -104,6 +104,26 @@ void expect_launched(const ProcResult& r, const TempDir& dir) {
   EXPECT_EQ(netns.size(), 2u) << r.output;
 }
 
+// The same hostfile through jaccl-run, which reads mlx.launch's format.
+TEST(MlxLaunch, JacclRunStartsTheSameJobFromTheSameHostfile) {
+  SshHosts hosts(2);
+  REQUIRE_SSH_HOSTS(hosts);
+  TempDir dir;
+  const std::string file =
+      write_hostfile(hosts, dir, [](int, int) { return std::string("null"); });
+  const std::string worker =
+      std::string(JACCL_SOURCE_DIR) + "/integrations/mlx/tests/mlx_worker.py";
+  ProcResult r =
+      run(tool_path("jaccl-run"),
+          {"--hostfile", file, "--ssh", hosts.ssh_command(), "--timeout", "240",
+           "--env", "PYTHONPATH=" + env_or_empty("PYTHONPATH"), "--env",
+           "LAUNCH_DIR=" + dir.path(), "--", "/usr/bin/python3", worker,
+           "launched"},
+          {}, kJobDeadline);
+  expect_launched(r, dir);
+  EXPECT_TRUE(hosts.all_quiet(30s)) << hosts.describe_leftovers();
+}
+
 // What a machine without RDMA writes: null everywhere. Shared memory inside
 // a host, TCP between them.
 TEST(MlxLaunch, NullDeviceMatrixRunsOverShmAndTcp) {
