@@ -216,7 +216,7 @@ WaitMode ShmGroup::wait_mode(int peer) {
   return WaitMode::kYield;
 }
 
-void ShmGroup::step(const OpDesc& d) {
+void ShmGroup::step(const ShmStepDesc& d) {
   ++step_;
   const uint64_t s = step_;
   RankCtl& me = ctl(rank_);
@@ -249,7 +249,7 @@ void ShmGroup::step(const OpDesc& d) {
   });
   uint64_t slowest = 0;
   for (int q = 0; q < size_; ++q) {
-    const OpDesc& o = ctl(q).desc[s & 1];
+    const ShmStepDesc& o = ctl(q).desc[s & 1];
     slowest = std::max(slowest, o.report);
     if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
         o.root != d.root) {
@@ -292,7 +292,7 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
   size_t count = checked_count(op, dtype, n);
   (void)count;
   guarded(op_text(code), [&] {
-    OpDesc d{code, dtype, n, 0, 0, 0};
+    ShmStepDesc d{code, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
       if (in != out)
@@ -320,7 +320,7 @@ static size_t piece_bound(size_t total, size_t j, size_t parts) {
   return j >= parts ? total : total * j / parts / 64 * 64;
 }
 
-void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
+void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                             char* dst, size_t n, int dtype) {
   // A software pipeline over cache-sized chunks, one sync per chunk. Body k
   // stages chunk k (the slices peers reduce), reduces this rank's slice of
@@ -403,7 +403,7 @@ void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
 
 void ShmGroup::all_gather(const void* in, void* out, size_t n) {
   guarded("all_gather", [&] {
-    OpDesc d{kAllGather, -1, n, 0, 0, 0};
+    ShmStepDesc d{kAllGather, -1, n, 0, 0, 0};
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
     const bool large = n > kSmallBytes;
@@ -451,7 +451,7 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
   });
 }
 
-void ShmGroup::gather_direct(const OpDesc& d, const char* src, char* dst,
+void ShmGroup::gather_direct(const ShmStepDesc& d, const char* src, char* dst,
                              size_t n) {
   // all_gather as an all_to_all whose every block is the whole input.
   const auto P = static_cast<size_t>(size_);
@@ -472,7 +472,7 @@ void ShmGroup::gather_direct(const OpDesc& d, const char* src, char* dst,
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
   checked_count(ReduceOp::Sum, dtype, n);
   guarded("sum_scatter", [&] {
-    OpDesc d{kSumScatter, dtype, n, 0, 0, 0};
+    ShmStepDesc d{kSumScatter, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
@@ -511,7 +511,7 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
           {.rank = who(rank_)});
   }
   guarded("broadcast", [&] {
-    OpDesc d{kBroadcast, -1, n, root, 0, 0};
+    ShmStepDesc d{kBroadcast, -1, n, root, 0, 0};
     char* p = static_cast<char*>(buf);
     const size_t chunk = chunk_bytes_;
     const bool large = n > kSmallBytes;
@@ -535,7 +535,7 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
 }
 
 void ShmGroup::barrier() {
-  guarded("barrier", [&] { step(OpDesc{kBarrier, -1, 0, 0, 0, 0}); });
+  guarded("barrier", [&] { step(ShmStepDesc{kBarrier, -1, 0, 0, 0, 0}); });
 }
 
 void ShmGroup::send(const void* in, size_t n, int dst) {
