@@ -215,9 +215,11 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
 
 void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
   const auto P = static_cast<size_t>(size_);
-  a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
   std::lock_guard<std::mutex> lock(mu_);
   state_->throw_if_failed();
+  a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
+  if (n == 0)
+    return;  // op_checks.h: zero bytes meet no peer
   deadline_ = Deadline::after(op_timeout_);
   a2a_scratch_.resize(3 * P);
   size_t* counts = a2a_scratch_.data();
@@ -242,9 +244,9 @@ void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
 void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
                            void* out, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size_);
-  a2a::check_v_args(who(rank_), size_, in, send, out, recv);
   std::lock_guard<std::mutex> lock(mu_);
   state_->throw_if_failed();
+  a2a::check_v_args(who(rank_), size_, in, send, out, recv);
   deadline_ = Deadline::after(op_timeout_);
   const size_t row = 2 * P;
   if (row * sizeof(uint64_t) > layout_.slot_bytes) {

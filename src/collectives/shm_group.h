@@ -92,7 +92,9 @@ class ShmGroup : public Group {
   void step(const ShmStepDesc& d);
   // The host's first rank logs each size class's choice (JACCL_LOG=debug).
   void log_decision() const;
-  // Runs body, turning any failure into the group's failure.
+  // Runs body under the lock once the group is known healthy; any failure
+  // but a usage error (op_checks.h: the group keeps working) becomes the
+  // group's failure.
   template <class F>
   void guarded(const char* what, F&& body);
   void check_alive(const Deadline& dl, const char* waiting_for);

@@ -534,7 +534,7 @@ TEST(ShmGroup, MismatchedOpsAreNamed) {
                            if (g.rank() == 0) {
                              g.all_sum(x, x, 16, Float32);
                            } else {
-                             g.all_gather(x, x, 8);
+                             g.all_gather(x + 2, x, 8);  // in place
                            }
                          }),
                ProtocolError);
