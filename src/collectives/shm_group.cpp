@@ -9,7 +9,6 @@
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
@@ -142,8 +141,7 @@ ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
       state_(std::move(state)),
       op_timeout_(op_timeout),
       keepalive_(std::move(keepalive)),
-      oversubscribed_(size >
-                      static_cast<int>(std::thread::hardware_concurrency())),
+      oversubscribed_(size > allowed_cpu_count()),
       chunk_bytes_(std::min(layout_.slot_bytes, oversubscribed_
                                                     ? kOversubscribedChunkBytes
                                                     : header_chunk()) /

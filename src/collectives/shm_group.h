@@ -63,6 +63,10 @@ class ShmGroup : public Group {
   // it waited for (wait_mode; tests and logs).
   int cpu_moves() const { return cpu_moves_; }
 
+  // Whether this host's ranks outnumber the CPUs this rank may use (then
+  // every wait yields; tests).
+  bool oversubscribed() const { return oversubscribed_; }
+
   // The copy-out used for large ops of this kind and size from now on
   // (Auto while still measuring).
   ShmStrategy strategy_for(ShmTuner::Kind kind, size_t bytes) const {

@@ -597,6 +597,37 @@ TEST(CpuPlacement, MoveOffThisCpuMovesAndLeavesTheMask) {
   }).join();
 }
 
+// The CPU count is the affinity mask's (taskset, a cpuset), not the host's:
+// two ranks held to one CPU are oversubscribed and yield at every wait
+// instead of spinning against each other. The mask is set on a thread of
+// its own, which the group's construction and its rank threads inherit.
+TEST(CpuPlacement, CountIsTheAffinityMasksAndDrivesOversubscription) {
+  const std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_EQ(allowed_cpu_count(), static_cast<int>(cpus.size()));
+  std::thread([&] {
+    allow_cpus({cpus.back()});
+    EXPECT_EQ(allowed_cpu_count(), 1);
+    run_ranks(2, [&](Group& g) {
+      EXPECT_TRUE(dynamic_cast<ShmGroup&>(g).oversubscribed());
+      float x[2] = {1, float(g.rank())};
+      g.all_sum(x, x, sizeof(x), Float32);
+      EXPECT_EQ(x[1], 1.0f);
+    });
+    if (cpus.size() < 2)
+      return;
+    allow_cpus({cpus[0], cpus[1]});
+    EXPECT_EQ(allowed_cpu_count(), 2);
+    run_ranks(2, [&](Group& g) {
+      EXPECT_FALSE(dynamic_cast<ShmGroup&>(g).oversubscribed());
+    });
+    run_ranks(3, [&](Group& g) {
+      EXPECT_TRUE(dynamic_cast<ShmGroup&>(g).oversubscribed());
+    });
+  }).join();
+  EXPECT_EQ(allowed_cpus(), cpus) << "the test's thread kept its own mask";
+}
+
 // Two ranks the scheduler left on one CPU (as it may after they woke each
 // other): the higher one moves itself off it at a wait, so they do not
 // take turns on one core (24 us a small all_sum on the 2026-12-01 VM). Where
