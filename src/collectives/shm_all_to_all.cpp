@@ -25,12 +25,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "collectives/all_to_all.h"
 #include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
+#include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -67,13 +67,6 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
     stream_copy(dst, src, n);
   else
     cached_copy(dst, src, n);
-}
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
 }
 
 // Runs body; a failure other than a usage error becomes the group's

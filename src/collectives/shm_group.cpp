@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -15,6 +14,7 @@
 #include "collectives/shm_copy.h"
 #include "common/affinity.h"
 #include "common/cache_info.h"
+#include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -67,13 +67,6 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
 
 ShmStrategy guess_of(bool stream) {
   return stream ? ShmStrategy::Stream : ShmStrategy::Cached;
-}
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
 }
 
 struct P2pHeader {
