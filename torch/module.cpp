@@ -1,15 +1,79 @@
 // Copyright 2026 the jaccl authors.
 // The Python module jaccl_torch: importing it registers the torch.distributed
 // backend "jaccl", so init_process_group("jaccl") / new_group(backend="jaccl")
-// create a ProcessGroupJaccl over the store torch made for the group.
+// create a ProcessGroupJaccl over the store torch made for the group. A
+// jaccl error reaches Python as the class of its kind, as in the jaccl
+// module: jaccl_torch.Error (a RuntimeError) and its subclasses.
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <string>
+
+#include "jaccl/error.h"
 #include "process_group.h"
 
 namespace py = pybind11;
 
 namespace {
+
+PyObject* g_kind_types[7] = {};  // by jaccl::ErrorKind; Internal: Error
+
+PyObject* new_exception(py::module_& m, const char* name, py::handle bases,
+                        const char* doc) {
+  const std::string qualified = std::string("jaccl_torch.") + name;
+  PyObject* type =
+      PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (type == nullptr)
+    throw py::error_already_set();
+  m.add_object(name, py::reinterpret_borrow<py::object>(type));
+  return type;  // kept for the life of the process
+}
+
+// The classes and names of python/jaccl_module.cpp, so that a caller tells
+// a lost peer from a timeout the same way under torch as under jaccl.
+void register_exceptions(py::module_& m) {
+  using K = jaccl::ErrorKind;
+  PyObject* base = new_exception(
+      m, "Error", PyExc_RuntimeError,
+      "Base of every jaccl error a jaccl process group raises (a "
+      "RuntimeError). Subclasses name the kind: ConfigError, TimeoutError, "
+      "PeerLostError, ProtocolError, IoError, UsageError.");
+  auto sub = [&](K kind, const char* name, const char* doc,
+                 PyObject* extra = nullptr) {
+    py::tuple bases = extra != nullptr
+                          ? py::make_tuple(py::handle(base), py::handle(extra))
+                          : py::make_tuple(py::handle(base));
+    g_kind_types[static_cast<int>(kind)] = new_exception(m, name, bases, doc);
+  };
+  sub(K::Config, "ConfigError",
+      "Invalid or incomplete configuration, token mismatch, rejected "
+      "connection.");
+  sub(K::Timeout, "TimeoutError",
+      "A deadline expired (bootstrap, connect, an operation).");
+  sub(K::PeerLost, "PeerLostError",
+      "A peer died, closed its connection or stopped sending heartbeats.");
+  sub(K::Protocol, "ProtocolError",
+      "Ranks disagree (operation, size, call number) or a peer broke the "
+      "protocol.");
+  sub(K::Io, "IoError", "The OS refused (bind, resolve, mmap ...).");
+  sub(K::Usage, "UsageError", "The API was called wrongly (also a ValueError).",
+      PyExc_ValueError);
+  g_kind_types[static_cast<int>(K::Internal)] = base;
+  // Wherever a jaccl::Error crosses into Python: this module's functions
+  // and torch's Work.wait(), which rethrows what the worker stored
+  // (pybind11 tries the translators registered last first).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p)
+        std::rethrow_exception(p);
+    } catch (const jaccl::Error& e) {
+      const int k = static_cast<int>(e.kind());
+      PyObject* type =
+          k >= 0 && k < 7 ? g_kind_types[k] : g_kind_types[int(K::Internal)];
+      PyErr_SetString(type, e.what());
+    }
+  });
+}
 
 // init_process_group's creator: (store, rank, world_size, timeout). The
 // bootstrap blocks on the other ranks, so the GIL is released meanwhile.
@@ -35,6 +99,7 @@ PYBIND11_MODULE(jaccl_torch, m) {
       "torch.distributed backend 'jaccl': import registers it; then "
       "dist.init_process_group('jaccl', ...).";
   py::module_ dist = py::module_::import("torch.distributed");
+  register_exceptions(m);
   m.def("_create_process_group", &create_process_group, py::arg("store"),
         py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
         "The creator torch calls for backend 'jaccl'.");

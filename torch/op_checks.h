@@ -6,6 +6,7 @@
 // unit of torch headers).
 #pragma once
 
+#include <exception>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include "jaccl/error.h"
 #include "jaccl/types.h"
 
 namespace jaccl_torch {
@@ -207,6 +209,29 @@ void splits(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
     offsets[r] = off;
     off += counts[r];
   }
+}
+
+// An exception of the jaccl class for kind with message.
+std::exception_ptr same_kind(jaccl::ErrorKind kind,
+                             const std::string& message) {
+  using K = jaccl::ErrorKind;
+  switch (kind) {
+    case K::Config:
+      return std::make_exception_ptr(jaccl::ConfigError(message));
+    case K::Timeout:
+      return std::make_exception_ptr(jaccl::TimeoutError(message));
+    case K::PeerLost:
+      return std::make_exception_ptr(jaccl::PeerLostError(message));
+    case K::Protocol:
+      return std::make_exception_ptr(jaccl::ProtocolError(message));
+    case K::Io:
+      return std::make_exception_ptr(jaccl::IoError(message));
+    case K::Usage:
+      return std::make_exception_ptr(jaccl::UsageError(message));
+    case K::Internal:
+      break;
+  }
+  return std::make_exception_ptr(jaccl::Error(kind, message));
 }
 
 std::string what_of(const std::exception& e) {

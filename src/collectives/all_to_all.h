@@ -20,8 +20,8 @@
 #include "collectives/all_to_all_math.h"
 
 namespace jaccl::detail {
-struct Links;      // exchange.h (not included: the shared-memory group's
-struct OpContext;  // OpDesc is another type of the same name)
+struct Links;      // exchange.h (not included: the shared-memory group
+struct OpContext;  // includes this header for the rank arithmetic only)
 }  // namespace jaccl::detail
 
 namespace jaccl::detail::a2a {

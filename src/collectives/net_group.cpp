@@ -5,7 +5,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "collectives/all_to_all.h"
 #include "collectives/exchange.h"
@@ -13,6 +12,7 @@
 #include "collectives/op_checks.h"
 #include "collectives/ring.h"
 #include "collectives/ring_math.h"
+#include "common/affinity.h"
 #include "common/error.h"
 #include "common/reduce.h"
 
@@ -366,10 +366,8 @@ class NetGroup final : public Group {
   bool prefer_ring_ = false;
   bool p2p_only_ = false;
   // Small ops poll briefly before sleeping, unless the group could
-  // outnumber this host's cores (then spinning steals a peer's core).
-  int spin_us_ =
-      static_cast<int>(std::thread::hardware_concurrency()) >= net_.size ? 20
-                                                                         : 0;
+  // outnumber the CPUs this rank may use (then spinning steals a peer's).
+  int spin_us_ = allowed_cpu_count() >= net_.size ? 20 : 0;
   std::mutex mu_;
   Links links_;
   std::vector<char> tmp_;

@@ -1,6 +1,16 @@
 // Copyright 2026 the jaccl authors.
 // Argument checks shared by the groups: a usage error is thrown before any
 // byte moves and leaves the group working.
+//
+// Every group (NetGroup, ShmGroup, HierGroup) runs an op in this order, so
+// the same bad call fails the same way on one host and across hosts:
+//   1. take the group's lock; a failed group rethrows its failure;
+//   2. check the arguments here (UsageError; the group is not poisoned);
+//   3. an op that moves zero bytes (n == 0 for all_sum/max/min, all_gather,
+//      sum_scatter, broadcast, send, recv, all_to_all) returns at once: it
+//      meets no peer, so it neither synchronizes nor needs its peers to
+//      call it too. barrier always meets every rank, and all_to_allv always
+//      exchanges its counts (only together do the ranks know the bytes).
 #pragma once
 
 #include <cstddef>

@@ -25,12 +25,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "collectives/all_to_all.h"
 #include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
+#include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -69,13 +69,6 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
     cached_copy(dst, src, n);
 }
 
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
 // Runs body; a failure other than a usage error becomes the group's
 // failure (the first one wins), as in ShmGroup::guarded.
 template <class F>
@@ -96,9 +89,10 @@ void poisoning(FailureState& st, int rank, const char* what, F&& body) {
 
 }  // namespace
 
-void ShmGroup::a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
-                          const size_t* soff, char* out, const size_t* recv,
-                          const size_t* roff, uint64_t largest, size_t total) {
+void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
+                          const size_t* send, const size_t* soff, char* out,
+                          const size_t* recv, const size_t* roff,
+                          uint64_t largest, size_t total) {
   const auto P = static_cast<size_t>(size_);
   const auto r = static_cast<size_t>(rank_);
   if (send[r] != 0)
@@ -136,7 +130,7 @@ void ShmGroup::a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
     tuner_.finish(now_ns() - t0);
 }
 
-bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
+bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   if (direct_ >= 0)
     return direct_ == 1;
   // Every rank publishes its pid and the address of a word whose value it
@@ -146,7 +140,7 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
   probe_word_ = now_ns() ^ (static_cast<uint64_t>(rank_ + 1) << 48) ^
                 reinterpret_cast<uintptr_t>(this);
   std::memcpy(slot(rank_, step_ + 1), &probe_word_, sizeof(probe_word_));
-  OpDesc p = d;
+  ShmStepDesc p = d;
   p.aux = static_cast<int32_t>(::getpid());
   p.addr = reinterpret_cast<uintptr_t>(&probe_word_);
   step(p);
@@ -154,7 +148,7 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_)
       continue;
-    const OpDesc& o = ctl(q).desc[step_ & 1];
+    const ShmStepDesc& o = ctl(q).desc[step_ & 1];
     uint64_t got = 0, want = 0;
     std::memcpy(&want, slot(q, step_), sizeof(want));
     const int err = read_peer(static_cast<pid_t>(o.aux), o.addr,
@@ -167,7 +161,7 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
   }
   // Whether ranks outnumber cores is part of the verdict, so that every
   // rank takes the same way even if they counted cores differently.
-  OpDesc v = d;
+  ShmStepDesc v = d;
   v.aux = ok && !oversubscribed_;
   step(v);
   for (int q = 0; q < size_; ++q)
@@ -183,11 +177,12 @@ bool ShmGroup::a2a_direct_ok(const OpDesc& d) {
   return direct_ == 1;
 }
 
-void ShmGroup::a2a_direct(const OpDesc& d, const char* in, const size_t* send,
-                          const size_t* soff, char* out, const size_t* recv,
-                          const size_t* roff, const size_t* peer_off) {
+void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
+                          const size_t* send, const size_t* soff, char* out,
+                          const size_t* recv, const size_t* roff,
+                          const size_t* peer_off) {
   const auto r = static_cast<size_t>(rank_);
-  OpDesc p = d;
+  ShmStepDesc p = d;
   p.aux = static_cast<int32_t>(::getpid());
   p.addr = reinterpret_cast<uintptr_t>(in);
   step(p);
@@ -198,7 +193,7 @@ void ShmGroup::a2a_direct(const OpDesc& d, const char* in, const size_t* send,
     const auto uq = static_cast<size_t>(q);
     if (recv[uq] == 0)
       continue;
-    const OpDesc& o = ctl(q).desc[step_ & 1];
+    const ShmStepDesc& o = ctl(q).desc[step_ & 1];
     const int err = read_peer(static_cast<pid_t>(o.aux), o.addr + peer_off[uq],
                               out + roff[uq], recv[uq]);
     if (err != 0) {
@@ -213,9 +208,11 @@ void ShmGroup::a2a_direct(const OpDesc& d, const char* in, const size_t* send,
 
 void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
   const auto P = static_cast<size_t>(size_);
-  a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
   std::lock_guard<std::mutex> lock(mu_);
   state_->throw_if_failed();
+  a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
+  if (n == 0)
+    return;  // op_checks.h: zero bytes meet no peer
   deadline_ = Deadline::after(op_timeout_);
   a2a_scratch_.resize(3 * P);
   size_t* counts = a2a_scratch_.data();
@@ -229,7 +226,7 @@ void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   poisoning(*state_, who(rank_), "all_to_all", [&] {
-    const OpDesc d{kAllToAll, -1, n, 0, 0, 0};
+    const ShmStepDesc d{kAllToAll, -1, n, 0, 0, 0};
     if (n >= kDirectBytes && P > 1 && a2a_direct_ok(d))
       a2a_direct(d, src, counts, offs, dst, counts, offs, peer_off);
     else
@@ -240,9 +237,9 @@ void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
 void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
                            void* out, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size_);
-  a2a::check_v_args(who(rank_), size_, in, send, out, recv);
   std::lock_guard<std::mutex> lock(mu_);
   state_->throw_if_failed();
+  a2a::check_v_args(who(rank_), size_, in, send, out, recv);
   deadline_ = Deadline::after(op_timeout_);
   const size_t row = 2 * P;
   if (row * sizeof(uint64_t) > layout_.slot_bytes) {
@@ -256,7 +253,7 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
   poisoning(*state_, who(rank_), "all_to_allv", [&] {
     a2a::fill_row(send, recv,
                   reinterpret_cast<uint64_t*>(slot(rank_, step_ + 1)));
-    step(OpDesc{kAllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
+    step(ShmStepDesc{kAllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
     for (size_t q = 0; q < P; ++q) {
       std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), step_),
                   row * sizeof(uint64_t));
@@ -281,7 +278,7 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   poisoning(*state_, who(rank_), "all_to_allv", [&] {
-    const OpDesc d{kAllToAllv, -1, total, 0, 0, 0};
+    const ShmStepDesc d{kAllToAllv, -1, total, 0, 0, 0};
     if (c.largest() >= kDirectBytes && P > 1 && a2a_direct_ok(d))
       a2a_direct(d, src, send.data(), soff, dst, recv.data(), roff, peer_off);
     else

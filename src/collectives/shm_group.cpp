@@ -4,16 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 
+#include "collectives/op_checks.h"
+#include "collectives/ring_math.h"
 #include "collectives/shm_copy.h"
 #include "common/affinity.h"
 #include "common/cache_info.h"
+#include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -66,13 +67,6 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
 
 ShmStrategy guess_of(bool stream) {
   return stream ? ShmStrategy::Stream : ShmStrategy::Cached;
-}
-
-uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
 }
 
 struct P2pHeader {
@@ -140,8 +134,7 @@ ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
       state_(std::move(state)),
       op_timeout_(op_timeout),
       keepalive_(std::move(keepalive)),
-      oversubscribed_(size >
-                      static_cast<int>(std::thread::hardware_concurrency())),
+      oversubscribed_(size > allowed_cpu_count()),
       chunk_bytes_(std::min(layout_.slot_bytes, oversubscribed_
                                                     ? kOversubscribedChunkBytes
                                                     : header_chunk()) /
@@ -216,7 +209,7 @@ WaitMode ShmGroup::wait_mode(int peer) {
   return WaitMode::kYield;
 }
 
-void ShmGroup::step(const OpDesc& d) {
+void ShmGroup::step(const ShmStepDesc& d) {
   ++step_;
   const uint64_t s = step_;
   RankCtl& me = ctl(rank_);
@@ -249,7 +242,7 @@ void ShmGroup::step(const OpDesc& d) {
   });
   uint64_t slowest = 0;
   for (int q = 0; q < size_; ++q) {
-    const OpDesc& o = ctl(q).desc[s & 1];
+    const ShmStepDesc& o = ctl(q).desc[s & 1];
     slowest = std::max(slowest, o.report);
     if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
         o.root != d.root) {
@@ -289,10 +282,12 @@ void ShmGroup::log_decision() const {
 
 void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
                       size_t n, int dtype) {
-  size_t count = checked_count(op, dtype, n);
-  (void)count;
   guarded(op_text(code), [&] {
-    OpDesc d{code, dtype, n, 0, 0, 0};
+    checked_count(op, dtype, n);
+    check_reduce_buffers(who(rank_), op_text(code), in, out, n);
+    if (n == 0)
+      return;
+    ShmStepDesc d{code, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
       if (in != out)
@@ -320,7 +315,7 @@ static size_t piece_bound(size_t total, size_t j, size_t parts) {
   return j >= parts ? total : total * j / parts / 64 * 64;
 }
 
-void ShmGroup::reduce_large(ReduceOp op, const OpDesc& d, const char* src,
+void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                             char* dst, size_t n, int dtype) {
   // A software pipeline over cache-sized chunks, one sync per chunk. Body k
   // stages chunk k (the slices peers reduce), reduces this rank's slice of
@@ -403,9 +398,19 @@ void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
 
 void ShmGroup::all_gather(const void* in, void* out, size_t n) {
   guarded("all_gather", [&] {
-    OpDesc d{kAllGather, -1, n, 0, 0, 0};
+    const size_t total = n * static_cast<size_t>(size_);
+    check_buffers(who(rank_), "all_gather", in, n, out, total);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
+    if (ring::overlaps(in, n, out, total) &&
+        src != dst + static_cast<size_t>(rank_) * n) {
+      raise_usage(who(rank_),
+                  "all_gather: input overlaps output other than at this "
+                  "rank's slot");
+    }
+    if (n == 0)
+      return;
+    ShmStepDesc d{kAllGather, -1, n, 0, 0, 0};
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
@@ -429,7 +434,7 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     // Cache-sized chunks pay off once the output streams to DRAM; below,
     // whole slots mean fewer syncs (256 KiB .. 1 MiB: ~15 % faster).
     const size_t chunk = stream ? chunk_bytes_ : layout_.slot_bytes;
-    for (size_t off = 0; off < n || off == 0; off += chunk) {
+    for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
       copy_with(slot(rank_, step_ + 1), src + off, len, way.stream_stage);
       step(d);
@@ -443,15 +448,13 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
         if (to != from)
           copy_with(to, from, len, stream);
       }
-      if (n == 0)
-        break;
     }
     if (large)
       tuner_.finish(now_ns() - t0);
   });
 }
 
-void ShmGroup::gather_direct(const OpDesc& d, const char* src, char* dst,
+void ShmGroup::gather_direct(const ShmStepDesc& d, const char* src, char* dst,
                              size_t n) {
   // all_gather as an all_to_all whose every block is the whole input.
   const auto P = static_cast<size_t>(size_);
@@ -470,16 +473,19 @@ void ShmGroup::gather_direct(const OpDesc& d, const char* src, char* dst,
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
-  checked_count(ReduceOp::Sum, dtype, n);
   guarded("sum_scatter", [&] {
-    OpDesc d{kSumScatter, dtype, n, 0, 0, 0};
+    checked_count(ReduceOp::Sum, dtype, n);
+    const size_t P = static_cast<size_t>(size_);
+    check_buffers(who(rank_), "sum_scatter", in, n * P, out, n);
+    if (n == 0)
+      return;
+    ShmStepDesc d{kSumScatter, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    const size_t P = static_cast<size_t>(size_);
     const size_t window =
         std::max<size_t>(layout_.slot_bytes / P / 64 * 64, 64);
-    for (size_t off = 0; off < n || off == 0; off += window) {
+    for (size_t off = 0; off < n; off += window) {
       size_t len = std::min(window, n - off);
       char* mine = slot(rank_, step_ + 1);
       for (size_t q = 0; q < P; ++q) {
@@ -497,21 +503,21 @@ void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
                       len / esz);
         }
       }
-      if (n == 0)
-        break;
     }
   });
 }
 
 void ShmGroup::broadcast(void* buf, size_t n, int root) {
-  if (root < 0 || root >= size_) {
-    raise(ErrorKind::Usage,
-          "broadcast root " + std::to_string(root) + " out of range for size " +
-              std::to_string(size_),
-          {.rank = who(rank_)});
-  }
   guarded("broadcast", [&] {
-    OpDesc d{kBroadcast, -1, n, root, 0, 0};
+    if (root < 0 || root >= size_) {
+      raise_usage(who(rank_), "broadcast: root " + std::to_string(root) +
+                                  " is out of range for a group of size " +
+                                  std::to_string(size_));
+    }
+    check_buffers(who(rank_), "broadcast", buf, n, buf, n);
+    if (n == 0)
+      return;
+    ShmStepDesc d{kBroadcast, -1, n, root, 0, 0};
     char* p = static_cast<char*>(buf);
     const size_t chunk = chunk_bytes_;
     const bool large = n > kSmallBytes;
@@ -519,15 +525,13 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
     const ShmWay way =
         large ? tuner_.begin(ShmTuner::kBroadcast, n, guess_of(streaming(n)))
               : ShmWay{};
-    for (size_t off = 0; off < n || off == 0; off += chunk) {
+    for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
       if (rank_ == root)
         copy_with(slot(rank_, step_ + 1), p + off, len, way.stream_stage);
       step(d);
       if (rank_ != root)
         copy_with(p + off, slot(root, step_), len, way.stream_out);
-      if (n == 0)
-        break;
     }
     if (large)
       tuner_.finish(now_ns() - t0);
@@ -535,18 +539,15 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
 }
 
 void ShmGroup::barrier() {
-  guarded("barrier", [&] { step(OpDesc{kBarrier, -1, 0, 0, 0, 0}); });
+  guarded("barrier", [&] { step(ShmStepDesc{kBarrier, -1, 0, 0, 0, 0}); });
 }
 
 void ShmGroup::send(const void* in, size_t n, int dst) {
-  if (dst < 0 || dst >= size_ || dst == rank_) {
-    raise(ErrorKind::Usage,
-          "send to rank " + std::to_string(dst) + " (group size " +
-              std::to_string(size_) + ", this rank " + std::to_string(rank_) +
-              ")",
-          {.rank = who(rank_)});
-  }
   guarded("send", [&] {
+    check_peer_rank(rank_, size_, "send", dst, "destination");
+    check_buffers(who(rank_), "send", in, n, in, 0);
+    if (n == 0)
+      return;
     note_cpu();
     RingCtl& rc = ring(rank_, dst);
     char* data = ring_data(rank_, dst);
@@ -584,14 +585,11 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
 }
 
 void ShmGroup::recv(void* out, size_t n, int src) {
-  if (src < 0 || src >= size_ || src == rank_) {
-    raise(ErrorKind::Usage,
-          "recv from rank " + std::to_string(src) + " (group size " +
-              std::to_string(size_) + ", this rank " + std::to_string(rank_) +
-              ")",
-          {.rank = who(rank_)});
-  }
   guarded("recv", [&] {
+    check_peer_rank(rank_, size_, "recv", src, "source");
+    check_buffers(who(rank_), "recv", out, n, out, 0);
+    if (n == 0)
+      return;
     note_cpu();
     RingCtl& rc = ring(src, rank_);
     const char* data = ring_data(src, rank_);

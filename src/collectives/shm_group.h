@@ -63,6 +63,10 @@ class ShmGroup : public Group {
   // it waited for (wait_mode; tests and logs).
   int cpu_moves() const { return cpu_moves_; }
 
+  // Whether this host's ranks outnumber the CPUs this rank may use (then
+  // every wait yields; tests).
+  bool oversubscribed() const { return oversubscribed_; }
+
   // The copy-out used for large ops of this kind and size from now on
   // (Auto while still measuring).
   ShmStrategy strategy_for(ShmTuner::Kind kind, size_t bytes) const {
@@ -85,34 +89,37 @@ class ShmGroup : public Group {
 
   void reduce(ReduceOp op, uint32_t code, const void* in, void* out, size_t n,
               int dtype);
-  void reduce_large(ReduceOp op, const OpDesc& d, const char* src, char* dst,
-                    size_t n, int dtype);
+  void reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
+                    char* dst, size_t n, int dtype);
   // Publishes d for the next step, arrives, waits for every rank, and checks
   // that every rank announced the same op.
-  void step(const OpDesc& d);
+  void step(const ShmStepDesc& d);
   // The host's first rank logs each size class's choice (JACCL_LOG=debug).
   void log_decision() const;
-  // Runs body, turning any failure into the group's failure.
+  // Runs body under the lock once the group is known healthy; any failure
+  // but a usage error (op_checks.h: the group keeps working) becomes the
+  // group's failure.
   template <class F>
   void guarded(const char* what, F&& body);
   void check_alive(const Deadline& dl, const char* waiting_for);
   // The data rounds of all_to_all(v): block j of this rank (send[j] bytes
   // at in + soff[j]) to rank j, block i from rank i (recv[i] bytes at out +
   // roff[i]), `largest` the job's largest block, `total` the tuner's size.
-  void a2a_rounds(const OpDesc& d, const char* in, const size_t* send,
+  void a2a_rounds(const ShmStepDesc& d, const char* in, const size_t* send,
                   const size_t* soff, char* out, const size_t* recv,
                   const size_t* roff, uint64_t largest, size_t total);
   // The same blocks read straight out of each peer's input with
   // process_vm_readv (one copy): peer_off[q] is where block `rank` starts in
   // rank q's input. Two syncs: addresses published, reads done.
-  void a2a_direct(const OpDesc& d, const char* in, const size_t* send,
+  void a2a_direct(const ShmStepDesc& d, const char* in, const size_t* send,
                   const size_t* soff, char* out, const size_t* recv,
                   const size_t* roff, const size_t* peer_off);
   // all_gather's direct way: every peer's input read into the output.
-  void gather_direct(const OpDesc& d, const char* src, char* dst, size_t n);
+  void gather_direct(const ShmStepDesc& d, const char* src, char* dst,
+                     size_t n);
   // Whether every rank of the host can read every peer's memory (probed
   // on the first large all_to_all, the same verdict on every rank).
-  bool a2a_direct_ok(const OpDesc& d);
+  bool a2a_direct_ok(const ShmStepDesc& d);
   // peer: the rank waited for, or -1 for every rank that has not arrived
   // at the current step.
   template <class Ready, class Check>

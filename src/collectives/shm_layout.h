@@ -31,7 +31,7 @@ struct alignas(kCacheLine) ShmHeader {
 };
 
 // What a rank announces at each sync step.
-struct OpDesc {
+struct ShmStepDesc {
   uint32_t op;
   int32_t dtype;
   uint64_t n_bytes;
@@ -52,7 +52,7 @@ struct alignas(kCacheLine) RankCtl {
   // (sched_getcpu; -1 unknown): a rank waiting for it on the same CPU
   // yields at once instead of spinning (shm_sync.h).
   std::atomic<int32_t> cpu{-1};
-  OpDesc desc[2];  // by step parity
+  ShmStepDesc desc[2];  // by step parity
 };
 
 // A single-producer single-consumer byte ring for send/recv of one pair.

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <thread>
 
 namespace jaccl::detail {
 
@@ -18,6 +19,13 @@ std::vector<int> allowed_cpus() {
       out.push_back(c);
   }
   return out;
+}
+
+int allowed_cpu_count() {
+  const size_t n = allowed_cpus().size();
+  if (n != 0)
+    return static_cast<int>(n);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 bool set_allowed_cpus(const std::vector<int>& cpus) {

@@ -11,6 +11,12 @@ namespace jaccl::detail {
 // refuses to say).
 std::vector<int> allowed_cpus();
 
+// How many CPUs the calling thread may run on: its affinity mask's count
+// (taskset, a cpuset), not the host's, so that "more ranks than CPUs" holds
+// under either; the host's count if the mask cannot be read; at least 1.
+// The one CPU count for every oversubscription decision.
+int allowed_cpu_count();
+
 // Restricts the calling thread to `cpus` (called in a forked child before
 // exec, it binds the process); false if the system refuses. Allocates
 // nothing.

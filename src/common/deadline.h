@@ -4,12 +4,22 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace jaccl::detail {
 
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
+
+// Nanoseconds on the steady clock, for measuring durations (the epoch is
+// arbitrary): the shared-memory tuner's timings, the wait set's spin window.
+inline uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          Clock::now().time_since_epoch())
+          .count());
+}
 
 class Deadline {
  public:

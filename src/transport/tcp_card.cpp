@@ -74,7 +74,7 @@ TcpCard local_card(int rank, int wires, bool wires_set) {
   c.ipc_ns = read_link("/proc/self/ns/ipc");
   c.net_ns = read_link("/proc/self/ns/net");
   c.pid = static_cast<int>(::getpid());
-  c.cpus = static_cast<int>(allowed_cpus().size());
+  c.cpus = allowed_cpu_count();
   return c;
 }
 

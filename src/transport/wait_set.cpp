@@ -3,25 +3,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstddef>
 #include <ctime>
 #include <string>
 
+#include "common/deadline.h"
 #include "common/error.h"
 #include "transport/endpoint.h"
 
 namespace jaccl::detail {
-
-namespace {
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 WaitSet::WaitSet() {
   items_.reserve(8);
@@ -64,7 +54,7 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     state.throw_if_failed();
     return true;
   }
-  now_ns_ = now_ns();
+  now_ns_ = static_cast<long long>(now_ns());
   if (!spinning_) {
     spinning_ = true;
     spin_until_ns_ = now_ns_ + static_cast<long long>(spin_us) * 1000;
@@ -105,7 +95,8 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     } else {
       rc = ::poll(fds, n, timeout_ms);
     }
-    now_ns_ = now_ns();  // for the next round, and spinning() after a sleep
+    now_ns_ = static_cast<long long>(
+        now_ns());  // for the next round, and spinning() after a sleep
     if (fds[n - 1].revents != 0) {
       state.throw_if_failed();
     }

@@ -534,7 +534,7 @@ TEST(ShmGroup, MismatchedOpsAreNamed) {
                            if (g.rank() == 0) {
                              g.all_sum(x, x, 16, Float32);
                            } else {
-                             g.all_gather(x, x, 8);
+                             g.all_gather(x + 2, x, 8);  // in place
                            }
                          }),
                ProtocolError);
@@ -595,6 +595,37 @@ TEST(CpuPlacement, MoveOffThisCpuMovesAndLeavesTheMask) {
     EXPECT_EQ(::sched_getcpu(), cpus[1]);
     EXPECT_EQ(allowed_cpus(), std::vector<int>{cpus[1]});
   }).join();
+}
+
+// The CPU count is the affinity mask's (taskset, a cpuset), not the host's:
+// two ranks held to one CPU are oversubscribed and yield at every wait
+// instead of spinning against each other. The mask is set on a thread of
+// its own, which the group's construction and its rank threads inherit.
+TEST(CpuPlacement, CountIsTheAffinityMasksAndDrivesOversubscription) {
+  const std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_EQ(allowed_cpu_count(), static_cast<int>(cpus.size()));
+  std::thread([&] {
+    allow_cpus({cpus.back()});
+    EXPECT_EQ(allowed_cpu_count(), 1);
+    run_ranks(2, [&](Group& g) {
+      EXPECT_TRUE(dynamic_cast<ShmGroup&>(g).oversubscribed());
+      float x[2] = {1, float(g.rank())};
+      g.all_sum(x, x, sizeof(x), Float32);
+      EXPECT_EQ(x[1], 1.0f);
+    });
+    if (cpus.size() < 2)
+      return;
+    allow_cpus({cpus[0], cpus[1]});
+    EXPECT_EQ(allowed_cpu_count(), 2);
+    run_ranks(2, [&](Group& g) {
+      EXPECT_FALSE(dynamic_cast<ShmGroup&>(g).oversubscribed());
+    });
+    run_ranks(3, [&](Group& g) {
+      EXPECT_TRUE(dynamic_cast<ShmGroup&>(g).oversubscribed());
+    });
+  }).join();
+  EXPECT_EQ(allowed_cpus(), cpus) << "the test's thread kept its own mask";
 }
 
 // Two ranks the scheduler left on one CPU (as it may after they woke each

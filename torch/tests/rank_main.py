@@ -312,10 +312,11 @@ def check_send_recv(dtype):
 
 
 def check_errors():
-    def raises(fn, *needles):
+    def raises(fn, *needles, kind=RuntimeError):
         try:
             fn()
         except RuntimeError as e:
+            assert isinstance(e, kind), f"{type(e)} is not {kind}: {e}"
             for s in needles:
                 assert s in str(e), f"{s!r} not in {e}"
             return
@@ -332,6 +333,19 @@ def check_errors():
     if SIZE > 1:
         raises(lambda: dist.send(torch.zeros(3), (RANK + 1) % SIZE, tag=7),
                "tag 7")
+    if SIZE > 1:
+        # Split sizes that disagree with the peer's: jaccl's counts check
+        # fails every rank alike, as the class of its kind (a RuntimeError
+        # still), and leaves the group working.
+        outs = [1] * SIZE
+        outs[1 if RANK == 0 else 0] = 2
+        raises(lambda: dist.all_to_all_single(torch.zeros(SIZE + 1),
+                                              torch.zeros(SIZE),
+                                              output_split_sizes=outs,
+                                              input_split_sizes=[1] * SIZE),
+               "all_to_all_single", kind=jaccl_torch.ProtocolError)
+        assert issubclass(jaccl_torch.ProtocolError, jaccl_torch.Error)
+        assert issubclass(jaccl_torch.UsageError, ValueError)
     # The group still works after usage errors.
     x = torch.ones(2)
     dist.all_reduce(x)
@@ -488,7 +502,7 @@ def mode_train():
                 log("step", step)
             time.sleep(0.005)
     except RuntimeError as e:
-        log("FAILED:", str(e).replace("\n", " "))
+        log("FAILED:", type(e).__name__ + ":", str(e).replace("\n", " "))
         sys.stdout.flush()
         os._exit(3)
 
@@ -503,7 +517,7 @@ def main():
                                     world_size=int(os.environ["WORLD_SIZE"]),
                                     timeout=TIMEOUT)
         except RuntimeError as e:
-            log("FAILED:", str(e).replace("\n", " "))
+            log("FAILED:", type(e).__name__ + ":", str(e).replace("\n", " "))
             sys.exit(3)
         x = torch.ones(3)
         dist.all_reduce(x)

@@ -114,6 +114,9 @@ def test_missing_rank_is_named(ranks, tmp_path):
         failed = [l for l in job.out[r].splitlines() if "FAILED:" in l]
         assert failed, job.report()
         assert "timed out" in failed[0] and "rank 2" in failed[0], job.report()
+        # The class of the kind (jaccl_torch.TimeoutError), not a bare
+        # RuntimeError.
+        assert "FAILED: TimeoutError:" in failed[0], job.report()
 
 
 @pytest.mark.integration
