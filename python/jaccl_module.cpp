@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "error_classes.h"
 #include "jaccl_py.h"
 
 namespace jaccl::python {
@@ -16,60 +17,20 @@ namespace jaccl::python {
 
 namespace {
 
-PyObject* g_error = nullptr;
-PyObject* g_kind_types[7] = {};  // indexed by ErrorKind
-
-PyObject* new_exception(py::module_& m, const char* name, PyObject* bases,
-                        const char* doc) {
-  std::string qualified = std::string("jaccl.") + name;
-  PyObject* type =
-      PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
-  if (type == nullptr) {
-    throw py::error_already_set();
-  }
-  m.add_object(name, py::reinterpret_borrow<py::object>(type));
-  return type;  // the new reference is kept for the life of the process
-}
+ErrorClasses g_errors;
 
 void register_exceptions(py::module_& m) {
-  g_error = new_exception(
-      m, "Error", PyExc_RuntimeError,
+  g_errors.add_to(
+      m, "jaccl",
       "Base of every error jaccl raises (a RuntimeError). Subclasses name "
       "the kind: ConfigError, TimeoutError, PeerLostError, ProtocolError, "
       "IoError, UsageError.");
-  auto sub = [&](ErrorKind kind, const char* name, const char* doc,
-                 PyObject* extra_base = nullptr) {
-    py::tuple bases =
-        extra_base != nullptr
-            ? py::make_tuple(py::handle(g_error), py::handle(extra_base))
-            : py::make_tuple(py::handle(g_error));
-    g_kind_types[static_cast<int>(kind)] =
-        new_exception(m, name, bases.ptr(), doc);
-  };
-  sub(ErrorKind::Config, "ConfigError",
-      "Invalid or incomplete configuration, token mismatch, rejected "
-      "connection.");
-  sub(ErrorKind::Timeout, "TimeoutError",
-      "A deadline expired (bootstrap, connect, an operation).");
-  sub(ErrorKind::PeerLost, "PeerLostError",
-      "A peer died, closed its connection or stopped sending heartbeats.");
-  sub(ErrorKind::Protocol, "ProtocolError",
-      "Ranks disagree (operation, size, call number) or a peer broke the "
-      "protocol.");
-  sub(ErrorKind::Io, "IoError", "The OS refused (bind, resolve, mmap ...).");
-  sub(ErrorKind::Usage, "UsageError",
-      "The API was called wrongly (also a ValueError).", PyExc_ValueError);
-  g_kind_types[static_cast<int>(ErrorKind::Internal)] = g_error;
 }
 
 }  // namespace
 
 PyObject* exception_type(ErrorKind kind) {
-  int k = static_cast<int>(kind);
-  if (k >= 0 && k < 7 && g_kind_types[k] != nullptr) {
-    return g_kind_types[k];
-  }
-  return g_error;
+  return g_errors.of(kind);
 }
 
 void set_python_error(const Error& e) {

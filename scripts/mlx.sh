@@ -135,11 +135,12 @@ cmake --install "$jbuild" --prefix "$prefix" >/dev/null
 # --- MLX: CPU only, Python bindings into $prefix/python/mlx
 pkg="$prefix/python/mlx"
 mkdir -p "$pkg"
-gen=()
-command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-[ -f "$work/build/CMakeCache.txt" ] || gen_args=("${gen[@]}")
+gen=()  # the generator is chosen once, at the first configure
+if [ ! -f "$work/build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+  gen=(-G Ninja)
+fi
 log "configuring MLX in $work/build"
-cmake -S "$work/src" -B "$work/build" ${gen_args[@]+"${gen_args[@]}"} \
+cmake -S "$work/src" -B "$work/build" ${gen[@]+"${gen[@]}"} \
   -DCMAKE_BUILD_TYPE=Release \
   -DMLX_BUILD_METAL=OFF -DMLX_BUILD_CPU=ON -DMLX_BUILD_CUDA=OFF \
   -DMLX_BUILD_JACCL=ON -DCMAKE_PREFIX_PATH="$prefix" \

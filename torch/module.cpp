@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "error_classes.h"
 #include "jaccl/error.h"
 #include "process_group.h"
 
@@ -16,49 +17,16 @@ namespace py = pybind11;
 
 namespace {
 
-PyObject* g_kind_types[7] = {};  // by jaccl::ErrorKind; Internal: Error
+jaccl::python::ErrorClasses g_errors;
 
-PyObject* new_exception(py::module_& m, const char* name, py::handle bases,
-                        const char* doc) {
-  const std::string qualified = std::string("jaccl_torch.") + name;
-  PyObject* type =
-      PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
-  if (type == nullptr)
-    throw py::error_already_set();
-  m.add_object(name, py::reinterpret_borrow<py::object>(type));
-  return type;  // kept for the life of the process
-}
-
-// The classes and names of python/jaccl_module.cpp, so that a caller tells
-// a lost peer from a timeout the same way under torch as under jaccl.
+// The classes of the jaccl module (python/error_classes.h), so that a caller
+// tells a lost peer from a timeout the same way under torch as under jaccl.
 void register_exceptions(py::module_& m) {
-  using K = jaccl::ErrorKind;
-  PyObject* base = new_exception(
-      m, "Error", PyExc_RuntimeError,
+  g_errors.add_to(
+      m, "jaccl_torch",
       "Base of every jaccl error a jaccl process group raises (a "
       "RuntimeError). Subclasses name the kind: ConfigError, TimeoutError, "
       "PeerLostError, ProtocolError, IoError, UsageError.");
-  auto sub = [&](K kind, const char* name, const char* doc,
-                 PyObject* extra = nullptr) {
-    py::tuple bases = extra != nullptr
-                          ? py::make_tuple(py::handle(base), py::handle(extra))
-                          : py::make_tuple(py::handle(base));
-    g_kind_types[static_cast<int>(kind)] = new_exception(m, name, bases, doc);
-  };
-  sub(K::Config, "ConfigError",
-      "Invalid or incomplete configuration, token mismatch, rejected "
-      "connection.");
-  sub(K::Timeout, "TimeoutError",
-      "A deadline expired (bootstrap, connect, an operation).");
-  sub(K::PeerLost, "PeerLostError",
-      "A peer died, closed its connection or stopped sending heartbeats.");
-  sub(K::Protocol, "ProtocolError",
-      "Ranks disagree (operation, size, call number) or a peer broke the "
-      "protocol.");
-  sub(K::Io, "IoError", "The OS refused (bind, resolve, mmap ...).");
-  sub(K::Usage, "UsageError", "The API was called wrongly (also a ValueError).",
-      PyExc_ValueError);
-  g_kind_types[static_cast<int>(K::Internal)] = base;
   // Wherever a jaccl::Error crosses into Python: this module's functions
   // and torch's Work.wait(), which rethrows what the worker stored
   // (pybind11 tries the translators registered last first).
@@ -67,10 +35,7 @@ void register_exceptions(py::module_& m) {
       if (p)
         std::rethrow_exception(p);
     } catch (const jaccl::Error& e) {
-      const int k = static_cast<int>(e.kind());
-      PyObject* type =
-          k >= 0 && k < 7 ? g_kind_types[k] : g_kind_types[int(K::Internal)];
-      PyErr_SetString(type, e.what());
+      PyErr_SetString(g_errors.of(e.kind()), e.what());
     }
   });
 }

@@ -17,7 +17,6 @@ struct Entry {
   Millis period;
   Clock::time_point start;
   Clock::time_point next;
-  int reports = 0;
 };
 
 // Never destroyed: the watcher thread is detached and may outlive statics.
@@ -44,7 +43,6 @@ struct Watcher {
         continue;  // an entry may have come or gone
       }
       Entry& e = soonest->second;
-      ++e.reports;
       e.next += e.period;
       auto elapsed = std::chrono::duration_cast<Millis>(Clock::now() - e.start);
       JACCL_LOG(Warn, e.what << " (" << format_duration(elapsed) << " so far)");
@@ -85,16 +83,6 @@ OverrunWatch::~OverrunWatch() {
   std::lock_guard<std::mutex> lock(w.mu);
   w.entries.erase(id_);
   w.cv.notify_all();
-}
-
-int OverrunWatch::reports() const {
-  if (id_ == 0) {
-    return 0;
-  }
-  Watcher& w = watcher();
-  std::lock_guard<std::mutex> lock(w.mu);
-  auto it = w.entries.find(id_);
-  return it == w.entries.end() ? 0 : it->second.reports;
 }
 
 }  // namespace jaccl::detail

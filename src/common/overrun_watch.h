@@ -21,9 +21,6 @@ class OverrunWatch {
   OverrunWatch(const OverrunWatch&) = delete;
   OverrunWatch& operator=(const OverrunWatch&) = delete;
 
-  // How many times the watch has reported the call so far.
-  int reports() const;
-
  private:
   uint64_t id_ = 0;
 };

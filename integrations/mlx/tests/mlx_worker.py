@@ -64,12 +64,12 @@ def ops():
                 continue  # the large size only where it costs little
             x = data(size, dt, r, salt)
             what = f"{dt} x {size}"
-            ops = [("all_sum", mx.distributed.all_sum),
-                   ("all_max", mx.distributed.all_max),
-                   ("all_min", mx.distributed.all_min)]
+            reductions = [("all_sum", mx.distributed.all_sum),
+                          ("all_max", mx.distributed.all_max),
+                          ("all_min", mx.distributed.all_min)]
             if dt == mx.complex64:
-                ops = ops[:1]  # MLX does not order complex numbers
-            for name, op in ops:
+                reductions = reductions[:1]  # MLX does not order complex
+            for name, op in reductions:
                 y = op(x, group=gj)
                 if gr is not None:
                     want = op(x, group=gr)

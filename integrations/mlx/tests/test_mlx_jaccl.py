@@ -4,7 +4,6 @@
 # which puts that MLX on PYTHONPATH and sets JACCL_BUILD_DIR.
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys

@@ -1,0 +1,75 @@
+// Copyright 2026 the jaccl authors.
+// The exception classes a jaccl error becomes in Python: <module>.Error (a
+// RuntimeError) and one subclass per kind. Shared by the jaccl module and
+// jaccl_torch, so a caller tells a lost peer from a timeout the same way
+// under both. Header-only: the two modules are built apart.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "jaccl/error.h"
+
+namespace jaccl::python {
+
+class ErrorClasses {
+ public:
+  // Adds Error and its subclasses to m, named "<module>.<class>".
+  void add_to(pybind11::module_& m, const char* module, const char* base_doc) {
+    namespace py = pybind11;
+    base_ = make(m, module, "Error", PyExc_RuntimeError, base_doc);
+    auto sub = [&](ErrorKind kind, const char* name, const char* doc,
+                   PyObject* extra_base = nullptr) {
+      py::tuple bases =
+          extra_base != nullptr
+              ? py::make_tuple(py::handle(base_), py::handle(extra_base))
+              : py::make_tuple(py::handle(base_));
+      by_kind_[static_cast<int>(kind)] =
+          make(m, module, name, bases.ptr(), doc);
+    };
+    sub(ErrorKind::Config, "ConfigError",
+        "Invalid or incomplete configuration, token mismatch, rejected "
+        "connection.");
+    sub(ErrorKind::Timeout, "TimeoutError",
+        "A deadline expired (bootstrap, connect, an operation).");
+    sub(ErrorKind::PeerLost, "PeerLostError",
+        "A peer died, closed its connection or stopped sending heartbeats.");
+    sub(ErrorKind::Protocol, "ProtocolError",
+        "Ranks disagree (operation, size, call number) or a peer broke the "
+        "protocol.");
+    sub(ErrorKind::Io, "IoError", "The OS refused (bind, resolve, mmap ...).");
+    sub(ErrorKind::Usage, "UsageError",
+        "The API was called wrongly (also a ValueError).", PyExc_ValueError);
+    by_kind_[static_cast<int>(ErrorKind::Internal)] = base_;
+  }
+
+  // The class of `kind` (Error for Internal or an unknown kind).
+  PyObject* of(ErrorKind kind) const {
+    const int k = static_cast<int>(kind);
+    if (k >= 0 && k < kKinds && by_kind_[k] != nullptr) {
+      return by_kind_[k];
+    }
+    return base_;
+  }
+
+ private:
+  static constexpr int kKinds = static_cast<int>(ErrorKind::Internal) + 1;
+
+  static PyObject* make(pybind11::module_& m, const char* module,
+                        const char* name, PyObject* bases, const char* doc) {
+    const std::string qualified = std::string(module) + "." + name;
+    PyObject* type =
+        PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+    if (type == nullptr) {
+      throw pybind11::error_already_set();
+    }
+    m.add_object(name, pybind11::reinterpret_borrow<pybind11::object>(type));
+    return type;  // the new reference is kept for the life of the process
+  }
+
+  PyObject* base_ = nullptr;
+  PyObject* by_kind_[kKinds] = {};
+};
+
+}  // namespace jaccl::python
