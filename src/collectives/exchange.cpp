@@ -27,32 +27,6 @@ std::string describe(OpKind kind, int dtype, uint64_t n_bytes, uint32_t aux) {
 
 }  // namespace
 
-const char* op_kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::AllSum:
-      return "all_sum";
-    case OpKind::AllMax:
-      return "all_max";
-    case OpKind::AllMin:
-      return "all_min";
-    case OpKind::AllGather:
-      return "all_gather";
-    case OpKind::SumScatter:
-      return "sum_scatter";
-    case OpKind::SendRecv:
-      return "send/recv";
-    case OpKind::Barrier:
-      return "barrier";
-    case OpKind::Broadcast:
-      return "broadcast";
-    case OpKind::AllToAll:
-      return "all_to_all";
-    case OpKind::AllToAllv:
-      return "all_to_allv";
-  }
-  return "unknown op";
-}
-
 WireHeader make_header(const OpDesc& op, uint32_t seq) {
   WireHeader h;
   h.magic = kOpMagic;

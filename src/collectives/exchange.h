@@ -12,23 +12,10 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/op_kind.h"
 #include "transport/endpoint.h"
 
 namespace jaccl::detail {
-
-enum class OpKind : uint8_t {
-  AllSum = 1,
-  AllMax,
-  AllMin,
-  AllGather,
-  SumScatter,
-  SendRecv,
-  Barrier,
-  Broadcast,
-  AllToAll,
-  AllToAllv,
-};
-const char* op_kind_name(OpKind kind);
 
 enum class Algo : uint8_t { Mesh = 1, Ring = 2 };
 

@@ -9,7 +9,6 @@
 #include <sstream>
 #include <string>
 
-#include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
 #include "collectives/shm_copy.h"
 #include "common/affinity.h"
@@ -76,30 +75,6 @@ struct P2pHeader {
 
 }  // namespace
 
-const char* ShmGroup::op_text(uint32_t op) {
-  switch (op) {
-    case kAllSum:
-      return "all_sum";
-    case kAllMax:
-      return "all_max";
-    case kAllMin:
-      return "all_min";
-    case kAllGather:
-      return "all_gather";
-    case kSumScatter:
-      return "sum_scatter";
-    case kBarrier:
-      return "barrier";
-    case kBroadcast:
-      return "broadcast";
-    case kAllToAll:
-      return "all_to_all";
-    case kAllToAllv:
-      return "all_to_allv";
-  }
-  return "unknown op";
-}
-
 void ShmGroup::init_segment(char* base, const ShmLayout& layout,
                             ShmStrategy strategy) {
   std::memset(base, 0, layout.slots_off());
@@ -131,9 +106,8 @@ ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
       seg_(std::move(seg)),
       layout_(layout),
       base_(seg_.data()),
-      state_(std::move(state)),
-      op_timeout_(op_timeout),
       keepalive_(std::move(keepalive)),
+      ops_(rank, size, who(rank), std::move(state), op_timeout),
       oversubscribed_(size > allowed_cpu_count()),
       chunk_bytes_(std::min(layout_.slot_bytes, oversubscribed_
                                                     ? kOversubscribedChunkBytes
@@ -146,32 +120,12 @@ ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
 ShmGroup::~ShmGroup() = default;
 
 void ShmGroup::check_alive(const Deadline& dl, const char* waiting_for) {
-  state_->throw_if_failed();
+  ops_.state().throw_if_failed();
   if (dl.expired()) {
     raise(ErrorKind::Timeout,
           std::string("timed out after ") + format_duration(dl.total()) +
               " waiting for " + waiting_for,
           {.rank = who(rank_), .address = "shared memory"});
-  }
-}
-
-template <class F>
-void ShmGroup::guarded(const char* what, F&& body) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  deadline_ = Deadline::after(op_timeout_);
-  try {
-    body();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Usage) {
-      state_->fail(std::current_exception());
-      state_->throw_if_failed();  // the first failure wins
-    }
-    throw;
-  } catch (...) {
-    state_->fail(std::current_exception());
-    rethrow_as_error(state_->error(), ErrorKind::Internal, what,
-                     {.rank = who(rank_)});
   }
 }
 
@@ -225,17 +179,18 @@ void ShmGroup::step(const ShmStepDesc& d) {
     }
     return true;
   };
+  const Deadline& deadline = ops_.deadline();
   wait(ready, [&] {
-    state_->throw_if_failed();
-    if (deadline_.expired()) {
+    ops_.state().throw_if_failed();
+    if (deadline.expired()) {
       std::vector<int> missing;
       for (int q = 0; q < size_; ++q) {
         if (ctl(q).arrive.load(std::memory_order_acquire) < s)
           missing.push_back(who(q));
       }
       raise(ErrorKind::Timeout,
-            std::string(op_text(d.op)) + " timed out after " +
-                format_duration(deadline_.total()) + " waiting for " +
+            std::string(op_kind_name(d.op)) + " timed out after " +
+                format_duration(deadline.total()) + " waiting for " +
                 ranks_phrase(missing),
             {.rank = who(rank_), .address = "shared memory"});
     }
@@ -247,10 +202,10 @@ void ShmGroup::step(const ShmStepDesc& d) {
     if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
         o.root != d.root) {
       std::ostringstream msg;
-      msg << "ranks disagree: this rank called " << op_text(d.op)
+      msg << "ranks disagree: this rank called " << op_kind_name(d.op)
           << "(n_bytes=" << d.n_bytes << ", dtype=" << d.dtype << ") but rank "
-          << who(q) << " called " << op_text(o.op) << "(n_bytes=" << o.n_bytes
-          << ", dtype=" << o.dtype << ")";
+          << who(q) << " called " << op_kind_name(o.op)
+          << "(n_bytes=" << o.n_bytes << ", dtype=" << o.dtype << ")";
       raise(ErrorKind::Protocol, msg.str(),
             {.rank = who(rank_), .peer = who(q)});
     }
@@ -280,14 +235,10 @@ void ShmGroup::log_decision() const {
   JACCL_LOG(Debug, msg.str());
 }
 
-void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
+void ShmGroup::reduce(ReduceOp op, OpKind kind, const void* in, void* out,
                       size_t n, int dtype) {
-  guarded(op_text(code), [&] {
-    checked_count(op, dtype, n);
-    check_reduce_buffers(who(rank_), op_text(code), in, out, n);
-    if (n == 0)
-      return;
-    ShmStepDesc d{code, dtype, n, 0, 0, 0};
+  ops_.run(call::all_reduce(kind, in, out, n, dtype), [&](const Deadline&) {
+    ShmStepDesc d{kind, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
       if (in != out)
@@ -387,30 +338,20 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
 }
 
 void ShmGroup::all_sum(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Sum, kAllSum, in, out, n, dtype);
+  reduce(ReduceOp::Sum, OpKind::AllSum, in, out, n, dtype);
 }
 void ShmGroup::all_max(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Max, kAllMax, in, out, n, dtype);
+  reduce(ReduceOp::Max, OpKind::AllMax, in, out, n, dtype);
 }
 void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Min, kAllMin, in, out, n, dtype);
+  reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
 }
 
 void ShmGroup::all_gather(const void* in, void* out, size_t n) {
-  guarded("all_gather", [&] {
-    const size_t total = n * static_cast<size_t>(size_);
-    check_buffers(who(rank_), "all_gather", in, n, out, total);
+  ops_.run(call::all_gather(in, out, n), [&](const Deadline&) {
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    if (ring::overlaps(in, n, out, total) &&
-        src != dst + static_cast<size_t>(rank_) * n) {
-      raise_usage(who(rank_),
-                  "all_gather: input overlaps output other than at this "
-                  "rank's slot");
-    }
-    if (n == 0)
-      return;
-    ShmStepDesc d{kAllGather, -1, n, 0, 0, 0};
+    ShmStepDesc d{OpKind::AllGather, -1, n, 0, 0, 0};
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
@@ -473,13 +414,9 @@ void ShmGroup::gather_direct(const ShmStepDesc& d, const char* src, char* dst,
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
-  guarded("sum_scatter", [&] {
-    checked_count(ReduceOp::Sum, dtype, n);
+  ops_.run(call::sum_scatter(in, out, n, dtype), [&](const Deadline&) {
     const size_t P = static_cast<size_t>(size_);
-    check_buffers(who(rank_), "sum_scatter", in, n * P, out, n);
-    if (n == 0)
-      return;
-    ShmStepDesc d{kSumScatter, dtype, n, 0, 0, 0};
+    ShmStepDesc d{OpKind::SumScatter, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
@@ -508,16 +445,8 @@ void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
 }
 
 void ShmGroup::broadcast(void* buf, size_t n, int root) {
-  guarded("broadcast", [&] {
-    if (root < 0 || root >= size_) {
-      raise_usage(who(rank_), "broadcast: root " + std::to_string(root) +
-                                  " is out of range for a group of size " +
-                                  std::to_string(size_));
-    }
-    check_buffers(who(rank_), "broadcast", buf, n, buf, n);
-    if (n == 0)
-      return;
-    ShmStepDesc d{kBroadcast, -1, n, root, 0, 0};
+  ops_.run(call::broadcast(buf, n, root), [&](const Deadline&) {
+    ShmStepDesc d{OpKind::Broadcast, -1, n, root, 0, 0};
     char* p = static_cast<char*>(buf);
     const size_t chunk = chunk_bytes_;
     const bool large = n > kSmallBytes;
@@ -539,15 +468,13 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
 }
 
 void ShmGroup::barrier() {
-  guarded("barrier", [&] { step(ShmStepDesc{kBarrier, -1, 0, 0, 0, 0}); });
+  ops_.run(call::barrier(), [&](const Deadline&) {
+    step(ShmStepDesc{OpKind::Barrier, -1, 0, 0, 0, 0});
+  });
 }
 
 void ShmGroup::send(const void* in, size_t n, int dst) {
-  guarded("send", [&] {
-    check_peer_rank(rank_, size_, "send", dst, "destination");
-    check_buffers(who(rank_), "send", in, n, in, 0);
-    if (n == 0)
-      return;
+  ops_.run(call::send(in, n, dst), [&](const Deadline& dl) {
     note_cpu();
     RingCtl& rc = ring(rank_, dst);
     char* data = ring_data(rank_, dst);
@@ -565,7 +492,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
             },
             [&] {
               check_alive(
-                  deadline_,
+                  dl,
                   ("rank " + std::to_string(who(dst)) + " to receive").c_str());
             },
             dst);
@@ -585,11 +512,7 @@ void ShmGroup::send(const void* in, size_t n, int dst) {
 }
 
 void ShmGroup::recv(void* out, size_t n, int src) {
-  guarded("recv", [&] {
-    check_peer_rank(rank_, size_, "recv", src, "source");
-    check_buffers(who(rank_), "recv", out, n, out, 0);
-    if (n == 0)
-      return;
+  ops_.run(call::recv(out, n, src), [&](const Deadline& dl) {
     note_cpu();
     RingCtl& rc = ring(src, rank_);
     const char* data = ring_data(src, rank_);
@@ -606,7 +529,7 @@ void ShmGroup::recv(void* out, size_t n, int src) {
             },
             [&] {
               check_alive(
-                  deadline_,
+                  dl,
                   ("a message from rank " + std::to_string(who(src))).c_str());
             },
             src);

@@ -12,9 +12,9 @@
 #include <sched.h>
 
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "collectives/op_runner.h"
 #include "collectives/shm_layout.h"
 #include "collectives/shm_strategy.h"
 #include "common/reduce.h"
@@ -74,20 +74,7 @@ class ShmGroup : public Group {
   }
 
  private:
-  enum Op : uint32_t {
-    kAllSum = 1,
-    kAllMax,
-    kAllMin,
-    kAllGather,
-    kSumScatter,
-    kBarrier,
-    kBroadcast,
-    kAllToAll,
-    kAllToAllv
-  };
-  static const char* op_text(uint32_t op);
-
-  void reduce(ReduceOp op, uint32_t code, const void* in, void* out, size_t n,
+  void reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
               int dtype);
   void reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                     char* dst, size_t n, int dtype);
@@ -96,12 +83,11 @@ class ShmGroup : public Group {
   void step(const ShmStepDesc& d);
   // The host's first rank logs each size class's choice (JACCL_LOG=debug).
   void log_decision() const;
-  // Runs body under the lock once the group is known healthy; any failure
-  // but a usage error (op_checks.h: the group keeps working) becomes the
-  // group's failure.
-  template <class F>
-  void guarded(const char* what, F&& body);
   void check_alive(const Deadline& dl, const char* waiting_for);
+  // all_to_all(v)'s bodies (shm_all_to_all.cpp).
+  void a2a_fixed(const char* src, char* dst, size_t n);
+  void a2a_varying(const char* src, std::span<const size_t> send, char* dst,
+                   std::span<const size_t> recv);
   // The data rounds of all_to_all(v): block j of this rank (send[j] bytes
   // at in + soff[j]) to rank j, block i from rank i (recv[i] bytes at out +
   // roff[i]), `largest` the job's largest block, `total` the tuner's size.
@@ -169,12 +155,9 @@ class ShmGroup : public Group {
   ShmSegment seg_;
   ShmLayout layout_;
   char* base_;
-  std::shared_ptr<FailureState> state_;
-  Millis op_timeout_;
   std::shared_ptr<void> keepalive_;
-  std::mutex mu_;  // one collective at a time
+  OpRunner ops_;  // every op's lock, checks, deadline and failure rule
   uint64_t step_ = 0;
-  Deadline deadline_;
   // More ranks than cores: waits yield at once (see wait_until).
   bool oversubscribed_ = false;
   // The first step at which this rank may move itself off a CPU it shares

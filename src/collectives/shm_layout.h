@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "collectives/shm_sync.h"
+#include "common/op_kind.h"
 
 namespace jaccl::detail {
 
@@ -32,7 +33,7 @@ struct alignas(kCacheLine) ShmHeader {
 
 // What a rank announces at each sync step.
 struct ShmStepDesc {
-  uint32_t op;
+  OpKind op;
   int32_t dtype;
   uint64_t n_bytes;
   int32_t root;
