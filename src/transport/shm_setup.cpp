@@ -6,12 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "collectives/shm_group.h"
 #include "common/bytes.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
@@ -22,34 +20,6 @@
 namespace jaccl::detail {
 
 namespace {
-
-size_t shm_budget_bytes(int rank) {
-  const char* v = env_get(EnvVar::ShmBudget);
-  if (v == nullptr) {
-    return size_t(64) << 20;
-  }
-  char* end = nullptr;
-  unsigned long long mib = std::strtoull(v, &end, 10);
-  if (end == v || *end != '\0' || mib < 1 || mib > (1ull << 20)) {
-    raise(ErrorKind::Config,
-          std::string("JACCL_SHM_BUDGET='") + v +
-              "' is not a number of MiB in 1..1048576",
-          {.rank = rank});
-  }
-  return static_cast<size_t>(mib) << 20;
-}
-
-ShmStrategy shm_strategy(int rank) {
-  const char* v = env_get(EnvVar::ShmStrategy);
-  ShmStrategy s = ShmStrategy::Auto;
-  if (v != nullptr && !parse_shm_strategy(v, &s)) {
-    raise(ErrorKind::Config,
-          std::string("JACCL_SHM_STRATEGY='") + v +
-              "' is not one of auto, cached, stream-stage, stream, direct",
-          {.rank = rank});
-  }
-  return s;
-}
 
 uint64_t pid_namespace() {
   struct stat st {};
@@ -243,8 +213,13 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
   random_bytes(w.nonce, sizeof(w.nonce));
   random_bytes(w.secret, sizeof(w.secret));
   s.step([&] {
-    s.layout = ShmLayout::for_budget(size, shm_budget_bytes(rank));
-    s.strategy = shm_strategy(rank);
+    // Here rather than in init: one rank's bad value fails every rank.
+    const std::string bad = cfg.shm_invalid_reason();
+    if (!bad.empty()) {
+      raise(ErrorKind::Config, bad, {.rank = rank});
+    }
+    s.layout = ShmLayout::for_budget(size, cfg.get_shm_budget() << 20);
+    parse_shm_strategy(cfg.get_shm_strategy().c_str(), &s.strategy);
     if (!creator) {
       return;
     }
