@@ -13,8 +13,8 @@
 #include "collectives/all_to_all.h"
 #include "collectives/hier_group.h"
 #include "collectives/net_group.h"
-#include "collectives/shm_copy.h"
 #include "common/error.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 

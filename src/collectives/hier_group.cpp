@@ -5,9 +5,9 @@
 #include <cstring>
 #include <map>
 
-#include "collectives/shm_copy.h"
 #include "common/error.h"
 #include "common/reduce.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 

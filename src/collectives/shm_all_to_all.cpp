@@ -28,11 +28,11 @@
 #include <cstring>
 
 #include "collectives/all_to_all.h"
-#include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 
@@ -91,7 +91,7 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
             : ShmWay{};
   const uint64_t t0 = now_ns();
   for (size_t k = 0; k < rounds; ++k) {
-    char* mine = slot(rank_, step_ + 1);
+    char* mine = slot(rank_, steps() + 1);
     for (size_t q = 0; q < P; ++q) {
       const a2a::Part p = a2a::round_part(send[q], window, k);
       if (q != r && p.len != 0)
@@ -104,7 +104,7 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
       const a2a::Part p = a2a::round_part(recv[q], window, k);
       if (p.len != 0)
         copy_with(out + roff[q] + p.off,
-                  slot(static_cast<int>(q), step_) + r * window, p.len,
+                  slot(static_cast<int>(q), steps()) + r * window, p.len,
                   way.stream_out);
     }
   }
@@ -121,7 +121,7 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   // here instead of reading the wrong process); then the verdicts.
   probe_word_ = now_ns() ^ (static_cast<uint64_t>(rank_ + 1) << 48) ^
                 reinterpret_cast<uintptr_t>(this);
-  std::memcpy(slot(rank_, step_ + 1), &probe_word_, sizeof(probe_word_));
+  std::memcpy(slot(rank_, steps() + 1), &probe_word_, sizeof(probe_word_));
   ShmStepDesc p = d;
   p.aux = static_cast<int32_t>(::getpid());
   p.addr = reinterpret_cast<uintptr_t>(&probe_word_);
@@ -130,9 +130,9 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_)
       continue;
-    const ShmStepDesc& o = ctl(q).desc[step_ & 1];
+    const ShmStepDesc& o = ch_.announced(q);
     uint64_t got = 0, want = 0;
-    std::memcpy(&want, slot(q, step_), sizeof(want));
+    std::memcpy(&want, slot(q, steps()), sizeof(want));
     const int err = read_peer(static_cast<pid_t>(o.aux), o.addr,
                               reinterpret_cast<char*>(&got), sizeof(got));
     if (err != 0 || got != want) {
@@ -144,10 +144,10 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   // Whether ranks outnumber cores is part of the verdict, so that every
   // rank takes the same way even if they counted cores differently.
   ShmStepDesc v = d;
-  v.aux = ok && !oversubscribed_;
+  v.aux = ok && !ch_.oversubscribed();
   step(v);
   for (int q = 0; q < size_; ++q)
-    ok = ok && ctl(q).desc[step_ & 1].aux == 1;
+    ok = ok && ch_.announced(q).aux == 1;
   direct_ = ok;
   if (!ok && whom >= 0) {
     JACCL_LOG(Info, "rank "
@@ -175,7 +175,7 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
     const auto uq = static_cast<size_t>(q);
     if (recv[uq] == 0)
       continue;
-    const ShmStepDesc& o = ctl(q).desc[step_ & 1];
+    const ShmStepDesc& o = ch_.announced(q);
     const int err = read_peer(static_cast<pid_t>(o.aux), o.addr + peer_off[uq],
                               out + roff[uq], recv[uq]);
     if (err != 0) {
@@ -233,10 +233,10 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
   a2a::fill_row(send, recv,
-                reinterpret_cast<uint64_t*>(slot(rank_, step_ + 1)));
+                reinterpret_cast<uint64_t*>(slot(rank_, steps() + 1)));
   step(ShmStepDesc{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
   for (size_t q = 0; q < P; ++q) {
-    std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), step_),
+    std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), steps()),
                 row * sizeof(uint64_t));
   }
   const a2a::Counts c{counts_.data(), size_};

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "collectives/hier_group.h"
 #include "collectives/net_group.h"
+#include "collectives/shm_group.h"
+#include "collectives/shm_strategy.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "group/plan.h"
@@ -101,6 +104,26 @@ std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
                             << "): TCP between hosts");
     return nullptr;
   }
+}
+
+// The shared-memory group of the ranks `members` (job ranks on one host,
+// ascending, this rank among them): the transport's channel with the
+// shared-memory algorithms on it. Collective over the whole job (every rank
+// calls it with its own host's members). A host with one rank gets no
+// group (nullptr).
+std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
+                                      const Connections& conns,
+                                      const std::vector<int>& members) {
+  // A strategy Config refused is reported by setup_shm on every rank.
+  ShmStrategy strategy = ShmStrategy::Auto;
+  parse_shm_strategy(cfg.get_shm_strategy().c_str(), &strategy);
+  const ShmHeaderInit init{static_cast<uint32_t>(strategy),
+                           ShmGroup::default_chunk_bytes()};
+  std::optional<ShmChannel> ch = setup_shm(cfg, sc, conns, members, init);
+  if (!ch) {
+    return nullptr;
+  }
+  return std::make_shared<ShmGroup>(std::move(*ch), cfg.get_op_timeout());
 }
 
 // The hierarchical group: this host's shared-memory group, the leaders'

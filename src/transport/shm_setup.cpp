@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/shm_group.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "transport/shm_handoff.h"
+#include "transport/shm_layout.h"
 #include "transport/shm_segment.h"
 
 namespace jaccl::detail {
@@ -47,7 +47,7 @@ struct Wire {
 static_assert(sizeof(Wire) <= SideChannel::kInlineBytes);
 constexpr uint64_t kWireMagic = 0x3130505353434a6aull;  // "jJCSSP01"
 
-// Everything make_shm_group keeps across the phases.
+// Everything setup_shm keeps across the phases.
 struct Setup {
   SideChannel& sc;
   const std::vector<int>& members;
@@ -55,8 +55,7 @@ struct Setup {
   int creator;
   bool alone;
   ShmLayout layout{};
-  ShmStrategy strategy = ShmStrategy::Auto;  // the creator's holds
-  std::exception_ptr error;                  // this rank's failure
+  std::exception_ptr error;  // this rank's failure
   bool host_failed = false;  // any member of this host has failed
   std::vector<Wire> first;   // phase 1 of every rank
   std::string name;          // "jaccl-<nonce>"
@@ -189,9 +188,10 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 //      published, then a named segment is unlinked by everyone.
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
-std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
-                                      const Connections& conns,
-                                      const std::vector<int>& members) {
+std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
+                                    const Connections& conns,
+                                    const std::vector<int>& members,
+                                    const ShmHeaderInit& init) {
   const int rank = cfg.get_rank();
   const int size = static_cast<int>(members.size());
   const int me = static_cast<int>(
@@ -219,7 +219,6 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
       raise(ErrorKind::Config, bad, {.rank = rank});
     }
     s.layout = ShmLayout::for_budget(size, cfg.get_shm_budget() << 20);
-    parse_shm_strategy(cfg.get_shm_strategy().c_str(), &s.strategy);
     if (!creator) {
       return;
     }
@@ -289,7 +288,8 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
         named = true;
         seg = ShmSegment::create("/" + s.name, s.layout.total(), rank);
       }
-      ShmGroup::init_segment(seg.data(), s.layout, s.strategy);
+      ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
+                               init.chunk_bytes);
     });
     named = named || (!use_memfd && !s.alone);
     s.gather(s.blank(3));
@@ -335,7 +335,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
     throw;
   }
   if (s.alone) {
-    return nullptr;
+    return std::nullopt;
   }
   if (creator) {
     JACCL_LOG(Info, "rank " << rank << ": shared-memory group of " << size
@@ -344,11 +344,10 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
                             << (use_memfd ? "memfd " : "/dev/shm/") << s.name
                             << "), " << s.layout.slot_bytes / 1024
                             << " KiB slots, strategy "
-                            << shm_strategy_name(s.strategy));
+                            << cfg.get_shm_strategy());
   }
-  return std::make_shared<ShmGroup>(me, size, members, std::move(seg), s.layout,
-                                    conns.state, cfg.get_op_timeout(),
-                                    conns.keepalive);
+  return ShmChannel(me, size, members, std::move(seg), s.layout, conns.state,
+                    conns.keepalive);
 }
 
 }  // namespace jaccl::detail

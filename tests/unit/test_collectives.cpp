@@ -469,14 +469,16 @@ Groups make_shm_groups(int n, std::vector<int> names = {},
                            "-" + std::to_string(serial++);
   const ShmLayout layout = ShmLayout::for_budget(n, size_t(4) << 20);
   ShmSegment owner = ShmSegment::create(name, layout.total(), 0);
-  ShmGroup::init_segment(owner.data(), layout);
+  ShmChannel::init_segment(owner.data(), layout, 0,
+                           ShmGroup::default_chunk_bytes());
   Groups groups;
   for (int r = 0; r < n; ++r) {
     auto state = states.empty() ? std::make_shared<FailureState>()
                                 : states[static_cast<size_t>(r)];
     groups.push_back(std::make_shared<ShmGroup>(
-        r, n, names, ShmSegment::open(name, layout.total(), r), layout,
-        std::move(state), Millis(30000), nullptr));
+        ShmChannel(r, n, names, ShmSegment::open(name, layout.total(), r),
+                   layout, std::move(state), nullptr),
+        Millis(30000)));
   }
   owner.unlink();
   return groups;
