@@ -27,8 +27,8 @@ std::string describe(OpKind kind, int dtype, uint64_t n_bytes, uint32_t aux) {
 
 }  // namespace
 
-WireHeader make_header(const OpDesc& op, uint32_t seq) {
-  WireHeader h;
+OpHeader make_header(const OpDesc& op, uint32_t seq) {
+  OpHeader h;
   h.magic = kOpMagic;
   h.seq = seq;
   h.kind = static_cast<uint8_t>(op.kind);
@@ -40,7 +40,7 @@ WireHeader make_header(const OpDesc& op, uint32_t seq) {
   return h;
 }
 
-void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
+void check_header(const OpHeader& got, const OpDesc& mine, uint32_t seq,
                   int rank, int peer) {
   const ErrorContext ec{.rank = rank, .peer = peer};
   if (got.magic != kOpMagic) {
@@ -49,7 +49,7 @@ void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
               op_kind_name(mine.kind) + " (stream out of step?)",
           ec);
   }
-  const WireHeader want = make_header(mine, seq);
+  const OpHeader want = make_header(mine, seq);
   const auto kind = static_cast<OpKind>(got.kind);
   if (mine.kind == OpKind::SendRecv && got.kind == want.kind &&
       got.n_bytes != want.n_bytes && got.seq == want.seq) {

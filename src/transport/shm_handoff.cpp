@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 
 namespace jaccl::detail {
 

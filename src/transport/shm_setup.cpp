@@ -30,7 +30,7 @@ uint64_t pid_namespace() {
 // set-up (fixed size, so each is one side-channel call). Every phase
 // carries the rank's failure, if any, so every rank keeps running the same
 // calls and a failure on one host is reported on all of them.
-struct Wire {
+struct SetupMsg {
   uint64_t magic;
   uint8_t phase;
   uint8_t listening;  // phase 1, creator: its hand-off socket is up
@@ -44,8 +44,8 @@ struct Wire {
   uint8_t secret[16];  // phase 1: what a client must show the socket
   char what[136];      // the failure, abridged
 };
-static_assert(sizeof(Wire) <= SideChannel::kInlineBytes);
-constexpr uint64_t kWireMagic = 0x3130505353434a6aull;  // "jJCSSP01"
+static_assert(sizeof(SetupMsg) <= SideChannel::kInlineBytes);
+constexpr uint64_t kSetupMagic = 0x3130505353434a6aull;  // "jJCSSP01"
 
 // Everything setup_shm keeps across the phases.
 struct Setup {
@@ -55,15 +55,15 @@ struct Setup {
   int creator;
   bool alone;
   ShmLayout layout{};
-  std::exception_ptr error;  // this rank's failure
-  bool host_failed = false;  // any member of this host has failed
-  std::vector<Wire> first;   // phase 1 of every rank
-  std::string name;          // "jaccl-<nonce>"
+  std::exception_ptr error;     // this rank's failure
+  bool host_failed = false;     // any member of this host has failed
+  std::vector<SetupMsg> first;  // phase 1 of every rank
+  std::string name;             // "jaccl-<nonce>"
 
-  Wire blank(uint8_t phase) const {
-    Wire w;
+  SetupMsg blank(uint8_t phase) const {
+    SetupMsg w;
     std::memset(&w, 0, sizeof(w));
-    w.magic = kWireMagic;
+    w.magic = kSetupMagic;
     w.phase = phase;
     if (error) {
       w.failed = 1;
@@ -99,10 +99,10 @@ struct Setup {
     }
   }
 
-  std::vector<Wire> gather(const Wire& mine) {
+  std::vector<SetupMsg> gather(const SetupMsg& mine) {
     auto all = sc.all_gather_value(mine);
     for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].magic != kWireMagic || all[r].phase != mine.phase) {
+      if (all[r].magic != kSetupMagic || all[r].phase != mine.phase) {
         raise(ErrorKind::Protocol,
               "shared-memory set-up message out of step (phase " +
                   std::to_string(all[r].phase) + ", expected " +
@@ -118,7 +118,7 @@ struct Setup {
   }
 
   HandoffPeer peer(int r) const {
-    const Wire& w = first[static_cast<size_t>(r)];
+    const SetupMsg& w = first[static_cast<size_t>(r)];
     // A pid means something only inside the pid namespace it came from.
     pid_t pid = w.pid_ns != 0 && w.pid_ns == pid_namespace() ? w.pid : 0;
     return HandoffPeer{r, pid};
@@ -138,7 +138,7 @@ struct Setup {
 
   // After the last gather: this rank's own failure, else the first failure
   // on its host (the creator's comes first), else the first in the job.
-  void raise_first_failure(const std::vector<Wire>& last) const {
+  void raise_first_failure(const std::vector<SetupMsg>& last) const {
     if (error) {
       std::rethrow_exception(error);
     }
@@ -157,7 +157,7 @@ struct Setup {
     if (bad < 0) {
       return;
     }
-    const Wire& w = last[static_cast<size_t>(bad)];
+    const SetupMsg& w = last[static_cast<size_t>(bad)];
     int kind = std::clamp(w.kind, 0, static_cast<int>(ErrorKind::Internal));
     raise(static_cast<ErrorKind>(kind),
           "shared-memory set-up failed on rank " + std::to_string(bad) + ": " +
@@ -189,7 +189,7 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
 std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
-                                    const Connections& conns,
+                                    const ControlBlock& conns,
                                     const std::vector<int>& members,
                                     const ShmHeaderInit& init) {
   const int rank = cfg.get_rank();
@@ -209,7 +209,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   bool use_memfd = false;
   bool named = false;  // a /dev/shm name may exist: unlink on every exit
 
-  Wire w = s.blank(1);
+  SetupMsg w = s.blank(1);
   random_bytes(w.nonce, sizeof(w.nonce));
   random_bytes(w.secret, sizeof(w.secret));
   s.step([&] {
@@ -233,7 +233,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     }
   });
   w = [&] {
-    Wire x = s.blank(1);
+    SetupMsg x = s.blank(1);
     std::memcpy(x.nonce, w.nonce, sizeof(x.nonce));
     std::memcpy(x.secret, w.secret, sizeof(x.secret));
     x.listening = listener.valid() ? 1 : 0;
@@ -244,7 +244,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   }();
   try {
     s.first = s.gather(w);
-    const Wire& head = s.first[static_cast<size_t>(s.creator)];
+    const SetupMsg& head = s.first[static_cast<size_t>(s.creator)];
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
     std::memcpy(secret.data(), head.secret, secret.size());

@@ -10,7 +10,7 @@
 
 #include "bootstrap/side_channel.h"
 #include "jaccl/jaccl.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 #include "transport/shm_channel.h"
 #include "transport/tcp_card.h"
 
@@ -39,7 +39,7 @@ struct ShmHeaderInit {
 // carries the control connections (liveness) and the failure state. A
 // host with one rank gets no segment (nullopt).
 std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
-                                    const Connections& conns,
+                                    const ControlBlock& conns,
                                     const std::vector<int>& members,
                                     const ShmHeaderInit& init);
 
