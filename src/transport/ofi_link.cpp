@@ -536,7 +536,7 @@ void OfiNet::insert_peers(const std::vector<std::vector<std::string>>& cards) {
           ofi::Card::decode(from_hex(cards[r][w], from, me), from, me);
     }
     impl_->wires[w]->ep->insert_peers(per_rank, {});
-    if (provider() == "shm") {
+    if (provider() == "shm" && ofi::shm_lock_rescue_enabled()) {
       std::vector<std::string> regions;
       for (const ofi::Card& c : per_rank) {
         std::string name = ofi::shm_region_of_address(c.address);

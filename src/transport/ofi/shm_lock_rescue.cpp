@@ -6,13 +6,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "common/log.h"
+#include "transport/ofi/ofi_lib.h"
 
 namespace jaccl::detail::ofi {
 namespace {
@@ -42,7 +46,97 @@ long pid_of(const std::string& name) {
   return i > 0 && i < name.size() && name[i] == ':' ? pid : -1;
 }
 
+// Whether process pid maps the shm region `name` (/proc/<pid>/maps): proof
+// that the pid the region's name carries is that process in this pid
+// namespace, not another one's.
+bool maps_region(long pid, const std::string& name) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  const std::string path = "/dev/shm/" + name;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() >= path.size() &&
+        line.compare(line.size() - path.size(), path.size(), path) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// State letter and start time of /proc/<pid>/stat; false if unreadable
+// (*gone: it does not exist).
+bool read_stat(long pid, char* state, unsigned long long* start, bool* gone) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  *gone = false;
+  if (!f) {
+    *gone = errno == ENOENT || errno == ESRCH;
+    return false;
+  }
+  std::string text((std::istreambuf_iterator<char>(f)),
+                   std::istreambuf_iterator<char>());
+  // The name (field 2) may hold spaces and parentheses: fields resume
+  // after the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) {
+    return false;
+  }
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  rest >> *state;
+  // Fields 4 .. 21, then 22: starttime.
+  for (int i = 4; i <= 21 && rest >> field; ++i) {
+  }
+  return static_cast<bool>(rest >> *start);
+}
+
 }  // namespace
+
+bool shm_lock_rescue_built() {
+#if JACCL_OFI_SHM_LOCK_RESCUE
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool shm_lock_rescue_knows(uint32_t v) {
+  // FI_VERSION(major, minor) = major << 16 | minor.
+  return (v >> 16) == 1 && (v & 0xffff) >= 17 && (v & 0xffff) <= 19;
+}
+
+bool shm_lock_rescue_enabled() {
+#if JACCL_HAVE_OFI
+  const Lib* l = try_lib(nullptr);
+  return shm_lock_rescue_built() && l != nullptr && l->version != nullptr &&
+         shm_lock_rescue_knows(l->version());
+#else
+  return false;
+#endif
+}
+
+unsigned long long process_start(long pid) {
+  char state = 0;
+  unsigned long long start = 0;
+  bool gone = false;
+  return read_stat(pid, &state, &start, &gone) ? start : 0;
+}
+
+HolderState holder_state(long pid, unsigned long long start) {
+  if (start == 0) {
+    return HolderState::Unknown;
+  }
+  char state = 0;
+  unsigned long long now = 0;
+  bool gone = false;
+  if (!read_stat(pid, &state, &now, &gone)) {
+    return gone ? HolderState::Gone : HolderState::Unknown;
+  }
+  if (now != start || state == 'Z' || state == 'X' || state == 'x') {
+    return HolderState::Gone;
+  }
+  if (state == 'T' || state == 't') {
+    return HolderState::Stopped;
+  }
+  return HolderState::Running;
+}
 
 pthread_spinlock_t* shm_region_lock(void* header, long pid) {
   auto* head = static_cast<RegionHead*>(header);
@@ -92,7 +186,46 @@ ShmLockRescue::ShmLockRescue(int rank, const std::vector<std::string>& regions)
       continue;
     }
     regions_.push_back(Region{name, map, lock});
+    const long pid = pid_of(name);
+    const bool known =
+        std::any_of(holders_.begin(), holders_.end(),
+                    [&](const Holder& h) { return h.pid == pid; });
+    if (pid != static_cast<long>(::getpid()) && !known) {
+      // Visible only when the pid is the region's owner here; else its
+      // state cannot be told and the rescue never releases.
+      const unsigned long long start =
+          maps_region(pid, name) ? process_start(pid) : 0;
+      if (start == 0) {
+        JACCL_LOG(Debug, "rank " << rank_ << ": the owner of shm region "
+                                 << name
+                                 << " is not visible in this pid namespace: "
+                                    "its locks are never released");
+      }
+      holders_.push_back(Holder{pid, start});
+    }
   }
+}
+
+bool ShmLockRescue::holder_dead(bool* stopped, long* dead) const {
+  bool gone = false, veto = false;
+  for (const Holder& h : holders_) {
+    switch (holder_state(h.pid, h.start)) {
+      case HolderState::Gone:
+        gone = true;
+        *dead = h.pid;
+        break;
+      case HolderState::Stopped:
+        *stopped = true;
+        veto = true;
+        break;
+      case HolderState::Unknown:
+        veto = true;
+        break;
+      case HolderState::Running:
+        break;
+    }
+  }
+  return gone && !veto;
 }
 
 ShmLockRescue::~ShmLockRescue() {
@@ -120,7 +253,8 @@ void ShmLockRescue::arm() {
 
 void ShmLockRescue::run() {
   // A lock that live processes pass around is seen free at some sample
-  // long before kStuckAfter; one held by nobody alive never is.
+  // long before kStuckAfter; one held by nobody alive never is. A stopped
+  // possible holder restarts the window: it may hold the lock.
   constexpr Millis kSample{2};
   const auto until = Clock::now() + kRescueWatch;
   std::vector<std::optional<Clock::time_point>> held_since(regions_.size());
@@ -133,9 +267,14 @@ void ShmLockRescue::run() {
       if (pthread_spin_trylock(lock) == 0) {
         pthread_spin_unlock(lock);
         held_since[i].reset();
-      } else if (!held_since[i]) {
+        continue;
+      }
+      bool stopped = false;
+      long dead = -1;
+      const bool take = holder_dead(&stopped, &dead);
+      if (stopped || !held_since[i]) {
         held_since[i] = now;
-      } else if (now - *held_since[i] >= kStuckAfter) {
+      } else if (take && now - *held_since[i] >= kStuckAfter) {
         pthread_spin_unlock(lock);
         held_since[i].reset();
         released_.fetch_add(1);
@@ -144,8 +283,11 @@ void ShmLockRescue::run() {
                                    "region "
                                 << regions_[i].name << ", held for "
                                 << kStuckAfter.count()
-                                << " ms after the group failed (by a killed "
-                                   "process: the provider cannot recover it)");
+                                << " ms after the group failed while process "
+                                << dead
+                                << " is dead and no other possible holder is "
+                                   "stopped (the provider cannot recover a "
+                                   "lock a killed process held)");
       }
     }
     lk.lock();
