@@ -87,6 +87,19 @@ bool read_stat(long pid, char* state, unsigned long long* start, bool* gone) {
   return static_cast<bool>(rest >> *start);
 }
 
+// glibc's spin lock is one int, 0 when free. It is read, never taken, so a
+// live lock is never touched; a dead holder's is released with the store
+// pthread_spin_unlock makes (not the call itself: this thread is not the
+// holder, and sanitizers rightly flag that).
+static_assert(sizeof(pthread_spinlock_t) == sizeof(int));
+bool lock_held(pthread_spinlock_t* lock) {
+  return __atomic_load_n(reinterpret_cast<volatile int*>(lock),
+                         __ATOMIC_ACQUIRE) != 0;
+}
+void release_lock(pthread_spinlock_t* lock) {
+  __atomic_store_n(reinterpret_cast<volatile int*>(lock), 0, __ATOMIC_RELEASE);
+}
+
 }  // namespace
 
 bool shm_lock_rescue_built() {
@@ -264,8 +277,7 @@ void ShmLockRescue::run() {
     const auto now = Clock::now();
     for (size_t i = 0; i < regions_.size(); ++i) {
       pthread_spinlock_t* lock = regions_[i].lock;
-      if (pthread_spin_trylock(lock) == 0) {
-        pthread_spin_unlock(lock);
+      if (!lock_held(lock)) {
         held_since[i].reset();
         continue;
       }
@@ -275,7 +287,7 @@ void ShmLockRescue::run() {
       if (stopped || !held_since[i]) {
         held_since[i] = now;
       } else if (take && now - *held_since[i] >= kStuckAfter) {
-        pthread_spin_unlock(lock);
+        release_lock(lock);
         held_since[i].reset();
         released_.fetch_add(1);
         JACCL_LOG(Warn, "rank " << rank_
