@@ -87,17 +87,19 @@ bool read_stat(long pid, char* state, unsigned long long* start, bool* gone) {
   return static_cast<bool>(rest >> *start);
 }
 
-// glibc's spin lock is one int, 0 when free. It is read, never taken, so a
-// live lock is never touched; a dead holder's is released with the store
-// pthread_spin_unlock makes (not the call itself: this thread is not the
-// holder, and sanitizers rightly flag that).
-static_assert(sizeof(pthread_spinlock_t) == sizeof(int));
+// Whether a lock is held: taken for an instant when it is free (glibc's
+// representation differs between architectures, so only its calls are
+// used). A dead holder's lock is released with pthread_spin_unlock from a
+// thread that does not hold it, which is the point (scripts/tsan.supp).
 bool lock_held(pthread_spinlock_t* lock) {
-  return __atomic_load_n(reinterpret_cast<volatile int*>(lock),
-                         __ATOMIC_ACQUIRE) != 0;
+  if (pthread_spin_trylock(lock) != 0) {
+    return true;
+  }
+  pthread_spin_unlock(lock);
+  return false;
 }
 void release_lock(pthread_spinlock_t* lock) {
-  __atomic_store_n(reinterpret_cast<volatile int*>(lock), 0, __ATOMIC_RELEASE);
+  pthread_spin_unlock(lock);
 }
 
 }  // namespace
@@ -198,8 +200,8 @@ ShmLockRescue::ShmLockRescue(int rank, const std::vector<std::string>& regions)
       ::munmap(map, sizeof(RegionHead));
       continue;
     }
-    regions_.push_back(Region{name, map, lock});
     const long pid = pid_of(name);
+    regions_.push_back(Region{name, map, lock, pid, 0});
     const bool known =
         std::any_of(holders_.begin(), holders_.end(),
                     [&](const Holder& h) { return h.pid == pid; });
@@ -215,6 +217,11 @@ ShmLockRescue::ShmLockRescue(int rank, const std::vector<std::string>& regions)
                                     "its locks are never released");
       }
       holders_.push_back(Holder{pid, start});
+    }
+    for (const Holder& h : holders_) {
+      if (h.pid == pid) {
+        regions_.back().owner_start = h.start;
+      }
     }
   }
 }
@@ -268,6 +275,12 @@ void ShmLockRescue::run() {
   // A lock that live processes pass around is seen free at some sample
   // long before kStuckAfter; one held by nobody alive never is. A stopped
   // possible holder restarts the window: it may hold the lock.
+  //
+  // At most one lock is released per window, the least risky first: a dead
+  // owner's region (nobody reads its queue), then a peer's, then this
+  // process's own (one of its threads may hold it while it waits for a
+  // stuck peer lock). Every other lock gets a new window, so a live holder
+  // waiting behind the released lock finishes and frees its own.
   constexpr Millis kSample{2};
   const auto until = Clock::now() + kRescueWatch;
   std::vector<std::optional<Clock::time_point>> held_since(regions_.size());
@@ -275,32 +288,56 @@ void ShmLockRescue::run() {
   while (!stop_ && Clock::now() < until) {
     lk.unlock();
     const auto now = Clock::now();
+    bool stopped = false;
+    long dead = -1;
+    bool take = false;
+    bool looked = false;
+    int pick = -1, pick_rank = 3;
     for (size_t i = 0; i < regions_.size(); ++i) {
-      pthread_spinlock_t* lock = regions_[i].lock;
-      if (!lock_held(lock)) {
+      if (!lock_held(regions_[i].lock)) {
         held_since[i].reset();
         continue;
       }
-      bool stopped = false;
-      long dead = -1;
-      const bool take = holder_dead(&stopped, &dead);
+      if (!looked) {  // the holders' states, once per sample
+        take = holder_dead(&stopped, &dead);
+        looked = true;
+      }
       if (stopped || !held_since[i]) {
         held_since[i] = now;
-      } else if (take && now - *held_since[i] >= kStuckAfter) {
-        release_lock(lock);
-        held_since[i].reset();
-        released_.fetch_add(1);
-        JACCL_LOG(Warn, "rank " << rank_
-                                << ": released the lock of libfabric shm "
-                                   "region "
-                                << regions_[i].name << ", held for "
-                                << kStuckAfter.count()
-                                << " ms after the group failed while process "
-                                << dead
-                                << " is dead and no other possible holder is "
-                                   "stopped (the provider cannot recover a "
-                                   "lock a killed process held)");
+        continue;
       }
+      if (!take || now - *held_since[i] < kStuckAfter) {
+        continue;
+      }
+      const Region& r = regions_[i];
+      const int risk =
+          r.owner == ::getpid()
+              ? 2
+              : (holder_state(r.owner, r.owner_start) == HolderState::Gone ? 0
+                                                                           : 1);
+      if (risk < pick_rank) {
+        pick = static_cast<int>(i);
+        pick_rank = risk;
+      }
+    }
+    if (pick >= 0) {
+      const Region& r = regions_[static_cast<size_t>(pick)];
+      release_lock(r.lock);
+      released_.fetch_add(1);
+      for (auto& h : held_since) {
+        if (h) {
+          h = now;
+        }
+      }
+      held_since[static_cast<size_t>(pick)].reset();
+      JACCL_LOG(Warn, "rank " << rank_
+                              << ": released the lock of libfabric shm region "
+                              << r.name << ", held for " << kStuckAfter.count()
+                              << " ms after the group failed while process "
+                              << dead
+                              << " is dead and no other possible holder is "
+                                 "stopped (the provider cannot recover a lock "
+                                 "a killed process held)");
     }
     lk.lock();
     cv_.wait_for(lk, kSample, [this] { return stop_; });

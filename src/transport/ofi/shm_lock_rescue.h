@@ -94,6 +94,8 @@ class ShmLockRescue {
     std::string name;
     void* map = nullptr;
     pthread_spinlock_t* lock = nullptr;
+    long owner = -1;                     // the pid its name carries
+    unsigned long long owner_start = 0;  // 0: this process, or not visible
   };
   struct Holder {
     long pid;
