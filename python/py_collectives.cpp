@@ -61,10 +61,13 @@ std::string dtype_str(const py::dtype& dt) {
 
 // The jaccl dtype of a numpy dtype, or TypeError naming it. "bfloat16" as
 // override (or ml_dtypes' bfloat16) reinterprets 2-byte data as bfloat16.
+// Reads the descriptor's fields: dtype.name is Python code in numpy, and
+// was most of a small collective's cost. Only user-defined dtypes (type
+// numbers from NPY_USERDEF on, such as ml_dtypes' bfloat16) are named.
 int jaccl_dtype(const py::dtype& dt, const py::object& override_,
                 const char* fn) {
-  std::string name = py::str(dt.attr("name")).cast<std::string>();
-  std::string order = py::str(dt.attr("byteorder")).cast<std::string>();
+  constexpr int kUserDefined = 256;  // NPY_USERDEF
+  auto name = [&] { return py::str(dt.attr("name")).cast<std::string>(); };
   if (!override_.is_none()) {
     std::string want = py::str(override_).cast<std::string>();
     if (want != "bfloat16") {
@@ -73,7 +76,7 @@ int jaccl_dtype(const py::dtype& dt, const py::object& override_,
                             "uint16 data as bfloat16), got '" +
                             want + "'");
     }
-    if (dt.itemsize() != 2 || (dt.kind() != 'u' && name != "bfloat16")) {
+    if (dt.itemsize() != 2 || (dt.kind() != 'u' && name() != "bfloat16")) {
       throw py::type_error(std::string("jaccl.") + fn +
                            ": dtype='bfloat16' needs uint16 data (the raw "
                            "bfloat16 bits), got " +
@@ -81,13 +84,14 @@ int jaccl_dtype(const py::dtype& dt, const py::object& override_,
     }
     return BFloat16;
   }
-  if (order == ">" || (order == "<" && !PY_LITTLE_ENDIAN)) {
+  const char order = dt.byteorder();
+  if (order == '>' || (order == '<' && !PY_LITTLE_ENDIAN)) {
     throw py::type_error(std::string("jaccl.") + fn +
                          ": non-native byte order is not supported (dtype " +
                          dtype_str(dt) + "); use arr.astype(arr.dtype." +
                          "newbyteorder('='))");
   }
-  if (name == "bfloat16" && dt.itemsize() == 2) {
+  if (dt.num() >= kUserDefined && dt.itemsize() == 2 && name() == "bfloat16") {
     return BFloat16;
   }
   switch (dt.kind()) {
