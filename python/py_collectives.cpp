@@ -148,6 +148,20 @@ std::vector<py::ssize_t> shape_of(const py::array& a) {
   return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
 }
 
+// A new C-contiguous array of a's dtype and shape, made by numpy from a's
+// shape directly (py::array's constructor copies it into two vectors).
+py::array empty_like(const py::array& a) {
+  auto& api = py::detail::npy_api::get();
+  PyObject* descr = a.dtype().release().ptr();  // stolen by NewFromDescr
+  PyObject* out = api.PyArray_NewFromDescr_(
+      api.PyArray_Type_, descr, static_cast<int>(a.ndim()), a.shape(), nullptr,
+      nullptr, 0, nullptr);
+  if (out == nullptr) {
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::array>(out);
+}
+
 size_t nbytes(const py::array& a) {
   return static_cast<size_t>(a.nbytes());
 }
@@ -172,7 +186,7 @@ py::array reduce(Op op, const py::object& x, const py::object& group,
   auto g = resolve_group(group);
   py::array in = as_array(x, fn);
   int dt = jaccl_dtype(in.dtype(), dtype, fn);
-  py::array out(in.dtype(), shape_of(in));
+  py::array out = empty_like(in);
   size_t n = nbytes(in);
   if (n == 0) {
     return out;
@@ -306,7 +320,7 @@ py::array broadcast(const py::object& x, int root, const py::object& group) {
   check_peer(*g, root, "broadcast", "root", true);
   py::array in = as_array(x, "broadcast");
   jaccl_dtype(in.dtype(), py::none(), "broadcast");
-  py::array out(in.dtype(), shape_of(in));
+  py::array out = empty_like(in);
   size_t n = nbytes(in);
   if (n == 0) {
     return out;
