@@ -86,6 +86,17 @@ def _floors(ctx, n, bdir, quick, reps):
                        for r in compare.json_lines(out)}}
 
 
+def _build_type(bdir):
+    try:
+        with open(os.path.join(bdir, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_BUILD_TYPE:"):
+                    return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def run(ctx):
     log, runner = ctx["log"], ctx["run"]
     bdir = os.path.dirname(os.path.dirname(ctx["exe"]["run"]))
@@ -93,7 +104,7 @@ def run(ctx):
             "--target", "jaccl_python"], timeout=3600)
     module_dir = os.path.join(bdir, "torch")
     res = {"load_before": compare.loadavg(), "jobs": {}, "floors": {},
-           "rt": bool(compare.RT)}
+           "rt": bool(compare.RT), "build_type": _build_type(bdir)}
     mb = ctx["exe"].get("memcpy_bench")
     if mb and os.path.exists(mb):
         res["memcpy_at"] = {}
@@ -175,8 +186,21 @@ def render(res):
            if res.get("rt") else "; SCHED_OTHER (no `--rt`).")
         + (f" Ceiling: memcpy {mem} GB/s (memcpy_bench, this run)."
            if mem else "")
+        + (f" Build: {res['build_type']}." if res.get("build_type") else "")
         + (" **Quick run.**" if res.get("quick") else ""))
     L.append("")
+    # What each front end adds to the library per call, at 8 B.
+    for n, rows in sorted(res["jobs"].items()):
+        r8 = next((r for r in rows if r.get("op") == "all_reduce"
+                   and r["bytes"] == 8), None)
+        cpp, py = _floor(res, n, "cpp", 8), _floor(res, n, "python", 8)
+        if r8 and cpp and py:
+            L.append(f"Per-call cost at 8 B, {n} ranks: C++ API {_us(cpp)} "
+                     f"µs; Python module {_us(py)} µs (+{_us(py - cpp)}); "
+                     f"torch {_us(r8['jaccl'])} µs synchronous, "
+                     f"{_us(r8['jaccl-async'])} µs async + wait "
+                     f"(+{_us(r8['jaccl'] - cpp)} over the C++ API).")
+            L.append("")
     for n, rows in sorted(res["jobs"].items()):
         nn = int(n)
         planes = next((r["planes"] for r in rows if "planes" in r), {})
