@@ -161,6 +161,13 @@ size_t nbytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
 
+size_t list_bytes(const std::vector<at::Tensor>& list) {
+  size_t n = 0;
+  for (const auto& t : list)
+    n += nbytes(t);
+  return n;
+}
+
 // ---- buffers (on the worker thread) -------------------------------------
 
 // A contiguous view of t: t itself when it is contiguous (jaccl gets its data

@@ -365,6 +365,44 @@ def check_bitwise():
 
 
 def check_async():
+    check_async_order()
+    # Small ops run on the calling thread when the group is idle; with the
+    # limit at 0 every op goes through the worker. Both keep the semantics.
+    limit = jaccl_torch.inline_bytes()
+    assert limit > 0
+    try:
+        jaccl_torch.set_inline_bytes(0)
+        assert jaccl_torch.inline_bytes() == 0
+        check_async_waits()
+    finally:
+        jaccl_torch.set_inline_bytes(limit)
+    check_async_waits()
+    # An idle group runs a small op before the call returns.
+    w = dist.all_reduce(torch.ones(2), async_op=True)
+    assert w.is_completed() and w.is_success()
+
+
+def check_async_order():
+    # Ops issued while the worker is busy (a large one queued first) queue
+    # behind it, small ones too: issue order is run order on every rank, so
+    # each result is the sum of the same ops everywhere.
+    big = (jaccl_torch.inline_bytes() // 4) * 16
+    ops = []
+    for i in range(6):
+        n = big if i % 2 == 0 else 3
+        x = torch.full((n,), float(RANK * 10 + i))
+        ops.append((x, i, dist.all_reduce(x, async_op=True)))
+    y = torch.full((5,), float(RANK))
+    dist.all_reduce(y)  # synchronous, behind the queued ones
+    assert torch.equal(y, torch.full((5,), SIZE * (SIZE - 1) / 2))
+    assert all(w.is_completed() for _, _, w in ops), "an op ran out of order"
+    for x, i, w in ops:
+        w.wait()
+        want = 10 * SIZE * (SIZE - 1) / 2 + SIZE * i
+        assert torch.equal(x, torch.full_like(x, want)), (i, x[:3], want)
+
+
+def check_async_waits():
     # Several ops in flight on one group, waited for in reverse order.
     xs = [torch.full((1000,), float(RANK + i)) for i in range(8)]
     works = [dist.all_reduce(x, async_op=True) for x in xs]
@@ -445,8 +483,10 @@ def mode_exit():
     global GLOO
     GLOO = None
     dist.barrier()
+    # Larger than what runs on the calling thread, so that they queue.
+    n = jaccl_torch.inline_bytes() // 4 + 1
     for i in range(int(os.environ.get("JT_INFLIGHT", "200"))):
-        dist.all_reduce(torch.full((1024,), float(i)), async_op=True)
+        dist.all_reduce(torch.full((n,), float(i)), async_op=True)
     log("OK", MODE)
 
 
