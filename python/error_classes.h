@@ -77,9 +77,8 @@ class ErrorClasses {
       peers.append(r);
     }
     x.attr("peers") = peers;
-    x.attr("address") = e.address().empty()
-                            ? py::object(py::none())
-                            : py::object(py::str(e.address()));
+    x.attr("address") = e.address().empty() ? py::object(py::none())
+                                            : py::object(py::str(e.address()));
     x.attr("errno") = opt(e.sys_errno(), 0);
     x.attr("detail") = e.detail();
     PyErr_SetObject(type, x.ptr());

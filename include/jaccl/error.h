@@ -27,17 +27,20 @@ const char* to_string(ErrorKind kind) noexcept;
 
 // What an error is made of; Error::what() is built from it:
 //   <context>[jaccl] rank <rank>: <detail> (peer rank <peer>, address
-//   <address>): <strerror(sys_errno)>
+//   <address>): <strerror(sys_errno)> (relayed by rank <relayed_by>)
 // with every empty part left out. Ranks are job ranks, also in a split
 // child's errors.
 struct ErrorInfo {
   int rank = -1;  // the rank that reports the error (-1: unknown)
   int peer = -1;  // the rank on the other end of what failed (-1: none)
-  // Every rank the error involves, each once: peer (first, when set) and
-  // every rank the detail names.
+  // Every rank the error involves, each once: peer (first, when set), every
+  // rank the detail names and relayed_by.
   std::vector<int> peers;
   std::string address;  // host:port, path, URI ... involved, if any
   int sys_errno = 0;    // errno of the failing call, if any
+  // For a failure another rank reported ("rank 2 reported: ..."): the rank
+  // that passed it on, when that is not the rank that reported it (-1).
+  int relayed_by = -1;
   // The detail as a template: "{i}" is peers[i], "{i,j-k}" the list of
   // peers[i] and peers[j..k] ("2, 5, 7", at most 16 shown, then "and N
   // more"); "{{" and "}}" are literal braces.

@@ -61,8 +61,8 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
   if (failed_)
     raise(failure_kind_, failure_, ctx);
   if (present_[rank]) {
-    raise(ErrorKind::Config,
-          rank_ref(rank) + " called twice in one round", ctx);
+    raise(ErrorKind::Config, rank_ref(rank) + " called twice in one round",
+          ctx);
   }
   if (arrived_ == 0) {
     n_ = n;
@@ -91,8 +91,7 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
     failed_ = true;
     failure_kind_ = ErrorKind::Timeout;
     failure_ = "in-process all-gather timed out after " +
-               format_duration(timeout_) + " waiting for " +
-               ranks_ref(missing);
+               format_duration(timeout_) + " waiting for " + ranks_ref(missing);
     cv_.notify_all();
     raise(ErrorKind::Timeout, failure_, ctx);
   }

@@ -293,8 +293,8 @@ class PmixAllGather {
       if (st != PMIX_SUCCESS) {
         delete ref;
         PMIX_INFO_DESTRUCT(&info);
-        fail(ErrorKind::Io, "PMIx_Get_nb of '" + key + "' from " +
-                                rank_ref(r) + " failed: " + status_text(st));
+        fail(ErrorKind::Io, "PMIx_Get_nb of '" + key + "' from " + rank_ref(r) +
+                                " failed: " + status_text(st));
       }
     }
     PMIX_INFO_DESTRUCT(&info);

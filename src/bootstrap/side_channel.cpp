@@ -175,8 +175,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
   if (!bad_version.empty()) {
     raise(ErrorKind::Protocol,
-          call + ranks_ref(bad_version) +
-              verb(bad_version, " runs", " run") +
+          call + ranks_ref(bad_version) + verb(bad_version, " runs", " run") +
               " another jaccl protocol version",
           ctx);
   }

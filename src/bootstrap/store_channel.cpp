@@ -82,8 +82,8 @@ class StoreAllGather {
                             const Detail& detail) const {
     raise(ErrorKind::Timeout,
           name_ + " call #" + std::to_string(seq_) + " timed out after " +
-              format_duration(timeout_) + " waiting for " +
-              ranks_ref(missing) + detail + " in " + store_->where(),
+              format_duration(timeout_) + " waiting for " + ranks_ref(missing) +
+              detail + " in " + store_->where(),
           ctx());
   }
 
@@ -121,10 +121,9 @@ class StoreAllGather {
         }
       }
       if (dl.expired()) {
-        timeout({0},
-                " (" + rank_ref(0) +
-                    " has not published this run's epoch; is it running "
-                    "with the same job id and side channel?)");
+        timeout({0}, " (" + rank_ref(0) +
+                         " has not published this run's epoch; is it running "
+                         "with the same job id and side channel?)");
       }
       backoff(&delay_ms, dl);
     }
@@ -259,9 +258,9 @@ class StoreAllGather {
     if (h.n_bytes != n) {
       raise(ErrorKind::Protocol,
             name_ + " call #" + std::to_string(seq_) + ": " + rank_ref(r) +
-                " passed n_bytes=" +
-                std::to_string(h.n_bytes) + " but this rank passed " +
-                std::to_string(n) + " (every rank must pass the same size)",
+                " passed n_bytes=" + std::to_string(h.n_bytes) +
+                " but this rank passed " + std::to_string(n) +
+                " (every rank must pass the same size)",
             ctx());
     }
     if (v.size() != sizeof(h) + n) {

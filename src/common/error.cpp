@@ -141,6 +141,9 @@ std::string format_error(const ErrorInfo& info) {
   if (info.sys_errno != 0) {
     out += std::string(": ") + std::strerror(info.sys_errno);
   }
+  if (info.relayed_by >= 0) {
+    out += " (relayed by rank " + std::to_string(info.relayed_by) + ")";
+  }
   return out;
 }
 
@@ -174,6 +177,7 @@ ErrorInfo renamed(ErrorInfo info, const std::vector<int>& names) {
   };
   info.rank = job(info.rank);
   info.peer = job(info.peer);
+  info.relayed_by = job(info.relayed_by);
   for (int& r : info.peers) {
     r = job(r);
   }

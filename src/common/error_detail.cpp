@@ -315,7 +315,8 @@ Detail rank_nums(const std::vector<int>& ranks) {
   return d;
 }
 
-std::string render_detail(std::string_view tmpl, const std::vector<int>& ranks) {
+std::string render_detail(std::string_view tmpl,
+                          const std::vector<int>& ranks) {
   std::string out;
   walk(
       tmpl, ranks.size(), [&](std::string_view s) { out += s; },

@@ -11,7 +11,8 @@ namespace jaccl::detail {
 
 namespace {
 
-// rank i32, peer i32, errno i32, peers u32 + i32 each, address u32 + bytes,
+// rank i32, peer i32, errno i32, relayed_by i32, peers u32 + i32 each,
+// address u32 + bytes,
 // detail u32 + bytes (the context stays with the rank that added it).
 void put_i32(std::string& out, int32_t v) {
   uint8_t b[4];
@@ -29,6 +30,7 @@ std::string encode(const ErrorInfo& info) {
   put_i32(out, info.rank);
   put_i32(out, info.peer);
   put_i32(out, info.sys_errno);
+  put_i32(out, info.relayed_by);
   put_i32(out, static_cast<int32_t>(info.peers.size()));
   for (int r : info.peers) {
     put_i32(out, r);
@@ -79,8 +81,8 @@ std::string encode_error_info(const ErrorInfo& info, size_t max_bytes) {
   small.detail.clear();
   const size_t room = max_bytes - std::min(max_bytes, encode(small).size());
   // Cut the text, not an escape: a lone brace would be read as text anyway.
-  small.detail = escape_detail(
-      render_detail(info.detail, info.peers).substr(0, room / 2));
+  small.detail =
+      escape_detail(render_detail(info.detail, info.peers).substr(0, room / 2));
   return encode(small);
 }
 
@@ -90,6 +92,7 @@ std::optional<ErrorInfo> decode_error_info(std::string_view bytes) {
   info.rank = in.i32();
   info.peer = in.i32();
   info.sys_errno = in.i32();
+  info.relayed_by = in.i32();
   const uint32_t n = in.u32();
   if (!in.ok || n > in.s.size() / 4) {
     return std::nullopt;

@@ -24,7 +24,7 @@ namespace {
 
 constexpr uint16_t kCtlMagic = 0xC71A;
 constexpr size_t kCtlHeader = 12;
-constexpr uint32_t kMaxText = 16384;  // an ABORT's encoded error
+constexpr uint32_t kMaxText = 16384;      // an ABORT's encoded error
 constexpr size_t kMaxQueued = 64 * 1024;  // heartbeats beyond are dropped
 enum : uint8_t { kHeartbeat = 1, kGoodbye = 2, kAbort = 3 };
 
@@ -93,21 +93,25 @@ Origin origin_of(std::exception_ptr e, int rank) {
 
 // How rank `me` shows what rank `root` wrote about itself (and `via`
 // passed on): "this rank" reads as the root, and a peer note naming the
-// reader goes.
-Detail relayed(const Origin& o, int me, int via, ErrorContext* ctx) {
+// reader goes; the root's address and errno stay.
+std::exception_ptr relayed(const Origin& o, int me, int via) {
   const ErrorInfo& ri = o.info;
   Detail body = Detail::from_template(ri.detail, ri.peers)
                     .replaced("this rank", rank_ref(o.root))
                     .replaced("This rank", "Rank " + rank_num(o.root));
-  Detail d = rank_ref(o.root) + " reported";
+  ErrorInfo info = error_info(rank_ref(o.root) + " reported: " + body,
+                              {.rank = me,
+                               .peer = ri.peer == me ? -1 : ri.peer,
+                               .address = ri.address,
+                               .sys_errno = ri.sys_errno});
   if (via != o.root) {
-    d += " (relayed by " + rank_ref(via) + ")";
+    info.relayed_by = via;
+    if (std::find(info.peers.begin(), info.peers.end(), via) ==
+        info.peers.end()) {
+      info.peers.push_back(via);
+    }
   }
-  *ctx = {.rank = me,
-          .peer = ri.peer == me ? -1 : ri.peer,
-          .address = ri.address,
-          .sys_errno = ri.sys_errno};
-  return d + ": " + body;
+  return make_error(o.kind, std::move(info));
 }
 
 }  // namespace
@@ -210,13 +214,19 @@ void LivenessMonitor::run() {
   std::vector<std::string> in(n);
   auto next_hb = now;
 
-  auto fail = [&](ErrorKind kind, const Detail& what, const ErrorContext& ctx,
-                  const Origin* relay) {
+  auto fail_with = [&](std::exception_ptr e, const Origin* relay) {
     t_relay = relay;
-    if (state_->fail(error_ptr(kind, what, ctx), /*authoritative=*/true)) {
-      JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << what.str());
+    if (state_->fail(e, /*authoritative=*/true)) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const Error& err) {
+        JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << err.what());
+      }
     }
     t_relay = nullptr;
+  };
+  auto fail = [&](ErrorKind kind, const Detail& what, const ErrorContext& ctx) {
+    fail_with(error_ptr(kind, what, ctx), nullptr);
   };
   auto close_peer = [&](size_t p) {
     control_[p].reset();
@@ -274,7 +284,7 @@ void LivenessMonitor::run() {
         fail(ErrorKind::Protocol,
              who + " sent a malformed control frame (type " +
                  std::to_string(type) + ", length " + std::to_string(len) + ")",
-             {.rank = rank_}, nullptr);
+             {.rank = rank_});
         close_peer(p);
         return;
       }
@@ -296,9 +306,7 @@ void LivenessMonitor::run() {
         }
         // o.info is relayed on as the root made it; only what this rank
         // shows is rewritten from the root's point of view.
-        ErrorContext ctx;
-        Detail what = relayed(o, rank_, static_cast<int>(p), &ctx);
-        fail(o.kind, what, ctx, &o);
+        fail_with(relayed(o, rank_, static_cast<int>(p)), &o);
       }
       in[p].erase(0, kCtlHeader + len);
     }
@@ -307,7 +315,7 @@ void LivenessMonitor::run() {
       if (!goodbye[p]) {
         fail(ErrorKind::PeerLost,
              who + " died or closed its connection (no goodbye)",
-             {.rank = rank_, .sys_errno = err}, nullptr);
+             {.rank = rank_, .sys_errno = err});
       }
     }
   };
@@ -350,7 +358,7 @@ void LivenessMonitor::run() {
     int k = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (k < 0 && errno != EINTR) {
       fail(ErrorKind::Io, "liveness monitor: poll failed",
-           {.rank = rank_, .sys_errno = errno}, nullptr);
+           {.rank = rank_, .sys_errno = errno});
       break;
     }
     if (k > 0 && (pfds[0].revents & POLLIN)) {
@@ -376,7 +384,7 @@ void LivenessMonitor::run() {
           fail(ErrorKind::PeerLost,
                "no heartbeat from " + rank_ref(static_cast<int>(p)) + " for " +
                    format_duration(heartbeat_) + ": host unreachable?",
-               {.rank = rank_}, nullptr);
+               {.rank = rank_});
         }
       }
     }

@@ -524,8 +524,7 @@ void OfiNet::insert_peers(const std::vector<std::vector<std::string>>& cards) {
       }
       if (cards[r].size() != impl_->wires.size()) {
         raise(ErrorKind::Config,
-              rank_ref(from) + " published " +
-                  std::to_string(cards[r].size()) +
+              rank_ref(from) + " published " + std::to_string(cards[r].size()) +
                   " ofi endpoints but this rank has " +
                   std::to_string(impl_->wires.size()) +
                   (cards[r].empty() ? " (it did not open the ofi transport)"

@@ -99,8 +99,7 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
     if (is_loopback_address(c.addresses.front()) &&
         (c.boot_id != mine.boot_id || c.net_ns != mine.net_ns)) {
       raise(ErrorKind::Config,
-            rank_ref(p) + " listens on loopback (" +
-                c.addresses.front() +
+            rank_ref(p) + " listens on loopback (" + c.addresses.front() +
                 ") but runs on another host or network namespace (" +
                 c.hostname + "): set JACCL_IFNAME there",
             {.rank = me, .peer = p});

@@ -147,9 +147,8 @@ class EndpointImpl final : public Endpoint {
         raise(ErrorKind::Config,
               "ranks use different ofi providers or fabrics: " +
                   rank_ref(me_rank) + " uses provider '" + card_.provider +
-                  "' on fabric '" + card_.fabric + "', " +
-                  rank_ref(names_[i]) + " uses provider '" + c.provider +
-                  "' on fabric '" + c.fabric +
+                  "' on fabric '" + card_.fabric + "', " + rank_ref(names_[i]) +
+                  " uses provider '" + c.provider + "' on fabric '" + c.fabric +
                   "' (set the same JACCL_OFI_PROVIDER everywhere)",
               {.rank = me_rank, .peer = names_[i]});
       }
@@ -158,8 +157,8 @@ class EndpointImpl final : public Endpoint {
       if (n != 1 && !self) {
         raise(ErrorKind::Config,
               "provider " + card_.provider + " rejected the " +
-                  std::to_string(c.address.size()) +
-                  "-byte ofi address of " + rank_ref(names_[i]) +
+                  std::to_string(c.address.size()) + "-byte ofi address of " +
+                  rank_ref(names_[i]) +
                   (n < 0 ? ": " + fi_text(n) : std::string()),
               {.rank = me_rank, .peer = names_[i]});
       }
@@ -430,8 +429,8 @@ class EndpointImpl final : public Endpoint {
     if (code == FI_ETRUNC) {
       raise(ErrorKind::Protocol,
             rank_ref(rank) + " sent a message longer than the " +
-                std::to_string(posted) +
-                "-byte receive posted for tag " + std::to_string(err.tag) +
+                std::to_string(posted) + "-byte receive posted for tag " +
+                std::to_string(err.tag) +
                 (err.olen > 0
                      ? " (" + std::to_string(err.olen) + " bytes too many)"
                      : std::string()) +
