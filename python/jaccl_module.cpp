@@ -34,7 +34,7 @@ PyObject* exception_type(ErrorKind kind) {
 }
 
 void set_python_error(const Error& e) {
-  PyErr_SetString(exception_type(e.kind()), e.what());
+  g_errors.set(e);
 }
 
 py::object make_exception(ErrorKind kind, const std::string& message) {

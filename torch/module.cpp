@@ -35,7 +35,7 @@ void register_exceptions(py::module_& m) {
       if (p)
         std::rethrow_exception(p);
     } catch (const jaccl::Error& e) {
-      PyErr_SetString(g_errors.of(e.kind()), e.what());
+      g_errors.set(e);
     }
   });
 }

@@ -218,29 +218,6 @@ void splits(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
   }
 }
 
-// An exception of the jaccl class for kind with message.
-std::exception_ptr same_kind(jaccl::ErrorKind kind,
-                             const std::string& message) {
-  using K = jaccl::ErrorKind;
-  switch (kind) {
-    case K::Config:
-      return std::make_exception_ptr(jaccl::ConfigError(message));
-    case K::Timeout:
-      return std::make_exception_ptr(jaccl::TimeoutError(message));
-    case K::PeerLost:
-      return std::make_exception_ptr(jaccl::PeerLostError(message));
-    case K::Protocol:
-      return std::make_exception_ptr(jaccl::ProtocolError(message));
-    case K::Io:
-      return std::make_exception_ptr(jaccl::IoError(message));
-    case K::Usage:
-      return std::make_exception_ptr(jaccl::UsageError(message));
-    case K::Internal:
-      break;
-  }
-  return std::make_exception_ptr(jaccl::Error(kind, message));
-}
-
 std::string what_of(const std::exception& e) {
   if (const auto* c = dynamic_cast<const c10::Error*>(&e)) {
     return c->what_without_backtrace();

@@ -129,10 +129,10 @@ void run_op(JacclWork& work, const char* name, F& run) {
   try {
     run();
   } catch (const jaccl::Error& e) {
-    // Of the same kind, so that Python sees jaccl_torch.<Kind>Error
-    // (module.cpp) and can tell a lost peer from a timeout.
-    error = same_kind(
-        e.kind(), std::string("jaccl_torch: ") + name + " failed: " + e.what());
+    // Of the same kind and fields, so that Python sees
+    // jaccl_torch.<Kind>Error (module.cpp) with e's rank and peers.
+    error = jaccl::with_context(e, std::string("jaccl_torch: ") + name +
+                                       " failed: ");
   } catch (const std::exception& e) {
     // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
     error = std::make_exception_ptr(std::runtime_error(

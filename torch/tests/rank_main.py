@@ -319,7 +319,7 @@ def check_errors():
             assert isinstance(e, kind), f"{type(e)} is not {kind}: {e}"
             for s in needles:
                 assert s in str(e), f"{s!r} not in {e}"
-            return
+            return e
         raise AssertionError(f"no error, expected {needles}")
 
     # (all_reduce would see complex128 as float64 pairs: torch's view_as_real)
@@ -339,11 +339,16 @@ def check_errors():
         # still), and leaves the group working.
         outs = [1] * SIZE
         outs[1 if RANK == 0 else 0] = 2
-        raises(lambda: dist.all_to_all_single(torch.zeros(SIZE + 1),
-                                              torch.zeros(SIZE),
-                                              output_split_sizes=outs,
-                                              input_split_sizes=[1] * SIZE),
-               "all_to_all_single", kind=jaccl_torch.ProtocolError)
+        e = raises(lambda: dist.all_to_all_single(
+                       torch.zeros(SIZE + 1), torch.zeros(SIZE),
+                       output_split_sizes=outs, input_split_sizes=[1] * SIZE),
+                   "all_to_all_single", kind=jaccl_torch.ProtocolError)
+        # jaccl's fields survive the backend: this rank reports it, and the
+        # detail is the message without the op and the "[jaccl] rank" prefix.
+        assert e.kind == "Protocol" and e.rank == RANK, (e.kind, e.rank, e)
+        assert isinstance(e.peers, list) and e.errno is None, e
+        assert e.detail.startswith("all_to_allv: rank "), e.detail
+        assert str(e).endswith(f"[jaccl] rank {RANK}: {e.detail}"), e
         assert issubclass(jaccl_torch.ProtocolError, jaccl_torch.Error)
         assert issubclass(jaccl_torch.UsageError, ValueError)
     # The group still works after usage errors.
