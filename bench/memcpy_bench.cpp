@@ -1,18 +1,40 @@
 // Copyright 2026 the jaccl authors.
-// memcpy_bench: the single-core memory ceilings bench/compare divides by.
+// memcpy_bench: the memory ceilings bench/compare's rooflines divide by.
 //
-//   memcpy_bench [MiB=64] [reps=20]
+//   memcpy_bench [SIZE=64] [reps=20]     # SIZE in MiB, or 64K, 256K, 4M
+//   memcpy_bench handoff [iters=200000]
 //
-// Two pre-faulted buffers of MiB each; memcpy one into the other `reps`
-// times and report the best and the median copy bandwidth (bytes copied per
-// second). Also a float32 c = a + b pass over three such buffers (the inner
-// loop of a reduction), reported as bytes of c produced per second, and as
-// bytes touched (read a, read b, write c) per second. One JSON line.
+// Size mode (one JSON line): two pre-faulted buffers of SIZE; memcpy one into
+// the other and report the best and the median copy bandwidth (bytes copied
+// per second; a sample copies at least 8 MiB, so small sizes are not clock
+// reads). Also:
+// - all cores at once: one thread per CPU of our affinity mask, each copying
+//   its own pair of buffers, same count, started together; aggregate bytes
+//   per second over the slowest thread (median of reps);
+// - cross-process read: process_vm_readv of a forked child's SIZE buffer
+//   into ours (what a CMA collective costs per byte; null if not allowed);
+// - a float32 c = a + b pass (the inner loop of a reduction), as bytes of c
+//   produced per second and as bytes touched (read a, b, write c).
+// Handoff mode: the latency floors of a shared-memory collective. Two
+// threads on two CPUs bounce a cache line (half the round trip: one
+// cross-core handoff), and two threads pinned to one CPU take turns with
+// sched_yield (one context switch, what each call costs per rank beyond the
+// first on an oversubscribed core).
+#include <pthread.h>
+#include <sched.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -24,6 +46,8 @@ double seconds_since(Clock::time_point t0) {
 }
 
 double median(std::vector<double> v) {
+  if (v.empty())
+    return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -34,13 +58,123 @@ __attribute__((noinline)) void add(float* c, const float* a, const float* b,
     c[i] = a[i] + b[i];
 }
 
-}  // namespace
+// "64" (MiB), "64K", "256K", "4M" -> bytes.
+size_t parse_size(const char* s) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  std::string suf = end ? end : "";
+  if (suf == "K" || suf == "k")
+    return static_cast<size_t>(v * 1024);
+  return static_cast<size_t>(v * 1048576);  // "", "M"
+}
 
-int main(int argc, char** argv) {
-  size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 64;
-  int reps = argc > 2 ? std::atoi(argv[2]) : 20;
-  size_t bytes = mib << 20;
-  std::vector<char> a(bytes), b(bytes), c(bytes);  // value-initialized: faulted
+std::vector<int> our_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        cpus.push_back(c);
+  }
+  return cpus;
+}
+
+void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+// One thread per CPU, each copying its own buffers `copies` times per
+// sample, all released together; aggregate GB/s over the slowest thread.
+double all_cores(size_t bytes, int copies, int reps) {
+  auto cpus = our_cpus();
+  int t = static_cast<int>(cpus.size());
+  if (t < 2)
+    return NAN;
+  std::vector<double> agg;
+  std::vector<std::vector<char>> src(t), dst(t);
+  for (int i = 0; i < t; ++i) {
+    src[i].assign(bytes, 1);
+    dst[i].assign(bytes, 2);
+  }
+  for (int r = 0; r < reps + 1; ++r) {  // the first sample is a warm-up
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<double> secs(t);
+    std::vector<std::thread> th;
+    for (int i = 0; i < t; ++i) {
+      th.emplace_back([&, i] {
+        pin(cpus[i]);
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        auto t0 = Clock::now();
+        for (int k = 0; k < copies; ++k)
+          std::memcpy(dst[i].data(), src[i].data(), bytes);
+        secs[i] = seconds_since(t0);
+      });
+    }
+    while (ready.load() < t) {
+    }
+    go.store(true, std::memory_order_release);
+    for (auto& x : th)
+      x.join();
+    if (r > 0)
+      agg.push_back(static_cast<double>(bytes) * copies * t /
+                    *std::max_element(secs.begin(), secs.end()) / 1e9);
+  }
+  return median(agg);
+}
+
+// process_vm_readv of a child's buffer into ours; NAN if not permitted.
+double cma(size_t bytes, int copies, int reps) {
+  int to_parent[2], to_child[2];
+  if (pipe(to_parent) != 0 || pipe(to_child) != 0)
+    return NAN;
+  std::vector<char> mine(bytes, 3);
+  pid_t child = fork();
+  if (child == 0) {
+    std::vector<char> theirs(bytes, 4);
+    void* p = theirs.data();
+    if (write(to_parent[1], &p, sizeof(p)) != sizeof(p))
+      std::_Exit(1);
+    char c;
+    (void)!read(to_child[0], &c, 1);  // until the parent is done
+    std::_Exit(0);
+  }
+  void* remote = nullptr;
+  double res = NAN;
+  if (read(to_parent[0], &remote, sizeof(remote)) == sizeof(remote)) {
+    std::vector<double> gbps;
+    bool ok = true;
+    for (int r = 0; r < reps + 1 && ok; ++r) {
+      auto t0 = Clock::now();
+      for (int k = 0; k < copies && ok; ++k) {
+        iovec l{mine.data(), bytes}, rv{remote, bytes};
+        ok = process_vm_readv(child, &l, 1, &rv, 1, 0) ==
+             static_cast<ssize_t>(bytes);
+      }
+      if (r > 0)
+        gbps.push_back(static_cast<double>(bytes) * copies /
+                       seconds_since(t0) / 1e9);
+    }
+    if (ok)
+      res = median(gbps);
+  }
+  (void)!write(to_child[1], "x", 1);
+  waitpid(child, nullptr, 0);
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]})
+    close(fd);
+  return res;
+}
+
+int size_mode(size_t bytes, int reps) {
+  // Copies per sample: at least 8 MiB of copying per clock read.
+  int copies = static_cast<int>(std::max<size_t>(1, (size_t(8) << 20) / bytes));
+  std::vector<char> a(bytes), b(bytes), c(bytes);  // value-initialized
   std::memset(a.data(), 1, bytes);
   std::memset(b.data(), 2, bytes);
   std::memset(c.data(), 3, bytes);
@@ -49,9 +183,11 @@ int main(int argc, char** argv) {
   std::vector<double> copy_gbps, add_gbps;
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
-    std::memcpy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(),
-                bytes);
-    copy_gbps.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    for (int k = 0; k < copies; ++k)
+      std::memcpy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(),
+                  bytes);
+    copy_gbps.push_back(static_cast<double>(bytes) * copies /
+                        seconds_since(t0) / 1e9);
   }
   size_t nf = bytes / sizeof(float);
   auto* fa = reinterpret_cast<float*>(a.data());
@@ -60,17 +196,94 @@ int main(int argc, char** argv) {
   add(fc, fa, fb, nf);
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
-    add(fc, fa, fb, nf);
-    add_gbps.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    for (int k = 0; k < copies; ++k)
+      add(fc, fa, fb, nf);
+    add_gbps.push_back(static_cast<double>(bytes) * copies /
+                       seconds_since(t0) / 1e9);
   }
   volatile char sink = c[bytes / 2] + a[bytes / 3];
   (void)sink;
+  int ncpu = static_cast<int>(our_cpus().size());
+  double all = all_cores(bytes, copies, std::max(3, reps / 4));
+  double cm = cma(bytes, copies, std::max(3, reps / 4));
+  auto num = [](double v) {
+    char s[32];
+    if (std::isnan(v))
+      return std::string("null");
+    std::snprintf(s, sizeof(s), "%.3f", v);
+    return std::string(s);
+  };
   std::printf(
-      "{\"buffer_mib\":%zu,\"reps\":%d,\"memcpy_best_gbps\":%.3f,"
-      "\"memcpy_median_gbps\":%.3f,\"add_best_gbps\":%.3f,"
-      "\"add_median_gbps\":%.3f,\"add_touched_median_gbps\":%.3f}\n",
-      mib, reps, *std::max_element(copy_gbps.begin(), copy_gbps.end()),
-      median(copy_gbps), *std::max_element(add_gbps.begin(), add_gbps.end()),
-      median(add_gbps), 3 * median(add_gbps));
+      "{\"buffer_mib\":%.4g,\"buffer_bytes\":%zu,\"reps\":%d,"
+      "\"memcpy_best_gbps\":%.3f,\"memcpy_median_gbps\":%.3f,"
+      "\"cores\":%d,\"memcpy_all_cores_gbps\":%s,\"cma_median_gbps\":%s,"
+      "\"add_best_gbps\":%.3f,\"add_median_gbps\":%.3f,"
+      "\"add_touched_median_gbps\":%.3f}\n",
+      static_cast<double>(bytes) / 1048576.0, bytes, reps,
+      *std::max_element(copy_gbps.begin(), copy_gbps.end()), median(copy_gbps),
+      ncpu, num(all).c_str(), num(cm).c_str(),
+      *std::max_element(add_gbps.begin(), add_gbps.end()), median(add_gbps),
+      3 * median(add_gbps));
   return 0;
+}
+
+// Two threads pass a turn back and forth `iters` times; returns ns per
+// handoff (half a round trip). yield: wait with sched_yield (same CPU).
+double bounce(int cpu_a, int cpu_b, int iters, bool yield) {
+  alignas(64) std::atomic<int> turn{0};
+  auto player = [&](int cpu, int me) {
+    pin(cpu);
+    for (int i = 0; i < iters; ++i) {
+      while (turn.load(std::memory_order_acquire) != me) {
+        if (yield)
+          sched_yield();
+      }
+      turn.store(1 - me, std::memory_order_release);
+    }
+  };
+  std::thread b(player, cpu_b, 1);
+  auto t0 = Clock::now();
+  player(cpu_a, 0);
+  b.join();
+  return seconds_since(t0) * 1e9 / (2.0 * iters);
+}
+
+int handoff_mode(int iters) {
+  auto cpus = our_cpus();
+  std::vector<double> line, sw;
+  for (int r = 0; r < 5; ++r) {
+    if (cpus.size() >= 2)
+      line.push_back(bounce(cpus[0], cpus[1], iters, false));
+    sw.push_back(bounce(cpus[0], cpus[0], iters / 10 + 1, true));
+  }
+  std::sort(line.begin(), line.end());
+  std::sort(sw.begin(), sw.end());
+  auto num = [](const std::vector<double>& v, bool best) {
+    char s[32];
+    if (v.empty())
+      return std::string("null");
+    std::snprintf(s, sizeof(s), "%.1f", best ? v.front() : median(v));
+    return std::string(s);
+  };
+  std::printf(
+      "{\"handoff\":true,\"iters\":%d,\"line_oneway_median_ns\":%s,"
+      "\"line_oneway_best_ns\":%s,\"switch_median_ns\":%s,"
+      "\"switch_best_ns\":%s}\n",
+      iters, num(line, false).c_str(), num(line, true).c_str(),
+      num(sw, false).c_str(), num(sw, true).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "handoff")
+    return handoff_mode(argc > 2 ? std::atoi(argv[2]) : 200000);
+  size_t bytes = argc > 1 ? parse_size(argv[1]) : size_t(64) << 20;
+  int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+  if (bytes < 64 || reps < 1) {
+    std::fprintf(stderr, "memcpy_bench: bad size or reps\n");
+    return 2;
+  }
+  return size_mode(bytes, reps);
 }
