@@ -8,9 +8,12 @@
 // the other and report the best and the median copy bandwidth (bytes copied
 // per second; a sample copies at least 8 MiB, so small sizes are not clock
 // reads). Also:
+// - a copy with non-temporal stores (SSE2 streaming stores: what a copy
+//   larger than the caches can use instead of memcpy's; x86-64 only);
 // - all cores at once: one thread per CPU of our affinity mask, each copying
 //   its own pair of buffers, same count, started together; aggregate bytes
-//   per second over the slowest thread (median of reps);
+//   per second over the slowest thread (median of reps; the faster of
+//   memcpy and streaming stores);
 // - cross-process read: process_vm_readv of a forked child's SIZE buffer
 //   into ours (what a CMA collective costs per byte; null if not allowed);
 // - a float32 c = a + b pass (the inner loop of a reduction), as bytes of c
@@ -21,6 +24,9 @@
 // sched_yield (one context switch, what each call costs per rank beyond the
 // first on an oversubscribed core).
 #include <pthread.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <sched.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -51,6 +57,23 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+#if defined(__SSE2__)
+// 16-byte streaming stores, then a fence; n a multiple of 64, 16-aligned.
+__attribute__((noinline)) void nt_copy(char* dst, const char* src, size_t n) {
+  for (size_t i = 0; i < n; i += 64) {
+    __m128i a = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    __m128i d = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  _mm_sfence();
+}
+#endif
 
 __attribute__((noinline)) void add(float* c, const float* a, const float* b,
                                    size_t n) {
@@ -87,9 +110,15 @@ void pin(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+using CopyFn = void (*)(char*, const char*, size_t);
+
+void libc_copy(char* dst, const char* src, size_t n) {
+  std::memcpy(dst, src, n);
+}
+
 // One thread per CPU, each copying its own buffers `copies` times per
 // sample, all released together; aggregate GB/s over the slowest thread.
-double all_cores(size_t bytes, int copies, int reps) {
+double all_cores(size_t bytes, int copies, int reps, CopyFn copy) {
   auto cpus = our_cpus();
   int t = static_cast<int>(cpus.size());
   if (t < 2)
@@ -113,7 +142,7 @@ double all_cores(size_t bytes, int copies, int reps) {
         }
         auto t0 = Clock::now();
         for (int k = 0; k < copies; ++k)
-          std::memcpy(dst[i].data(), src[i].data(), bytes);
+          copy(dst[i].data(), src[i].data(), bytes);
         secs[i] = seconds_since(t0);
       });
     }
@@ -189,6 +218,22 @@ int size_mode(size_t bytes, int reps) {
     copy_gbps.push_back(static_cast<double>(bytes) * copies /
                         seconds_since(t0) / 1e9);
   }
+  double nt = NAN;
+#if defined(__SSE2__)
+  {
+    std::vector<double> g;
+    size_t n64 = bytes / 64 * 64;  // vectors are 16-aligned (operator new)
+    for (int r = 0; r < reps + 1; ++r) {
+      auto t0 = Clock::now();
+      for (int k = 0; k < copies; ++k)
+        nt_copy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(), n64);
+      if (r > 0)
+        g.push_back(static_cast<double>(n64) * copies / seconds_since(t0) /
+                    1e9);
+    }
+    nt = median(g);
+  }
+#endif
   size_t nf = bytes / sizeof(float);
   auto* fa = reinterpret_cast<float*>(a.data());
   auto* fb = reinterpret_cast<float*>(b.data());
@@ -204,7 +249,13 @@ int size_mode(size_t bytes, int reps) {
   volatile char sink = c[bytes / 2] + a[bytes / 3];
   (void)sink;
   int ncpu = static_cast<int>(our_cpus().size());
-  double all = all_cores(bytes, copies, std::max(3, reps / 4));
+  // The faster way for all cores at once too.
+  double all = all_cores(bytes, copies, std::max(3, reps / 4), libc_copy);
+#if defined(__SSE2__)
+  if (bytes % 64 == 0)
+    all = std::max(all, all_cores(bytes, copies, std::max(3, reps / 4),
+                                  nt_copy));
+#endif
   double cm = cma(bytes, copies, std::max(3, reps / 4));
   auto num = [](double v) {
     char s[32];
@@ -216,12 +267,13 @@ int size_mode(size_t bytes, int reps) {
   std::printf(
       "{\"buffer_mib\":%.4g,\"buffer_bytes\":%zu,\"reps\":%d,"
       "\"memcpy_best_gbps\":%.3f,\"memcpy_median_gbps\":%.3f,"
+      "\"nt_median_gbps\":%s,"
       "\"cores\":%d,\"memcpy_all_cores_gbps\":%s,\"cma_median_gbps\":%s,"
       "\"add_best_gbps\":%.3f,\"add_median_gbps\":%.3f,"
       "\"add_touched_median_gbps\":%.3f}\n",
       static_cast<double>(bytes) / 1048576.0, bytes, reps,
       *std::max_element(copy_gbps.begin(), copy_gbps.end()), median(copy_gbps),
-      ncpu, num(all).c_str(), num(cm).c_str(),
+      num(nt).c_str(), ncpu, num(all).c_str(), num(cm).c_str(),
       *std::max_element(add_gbps.begin(), add_gbps.end()), median(add_gbps),
       3 * median(add_gbps));
   return 0;
@@ -248,13 +300,16 @@ double bounce(int cpu_a, int cpu_b, int iters, bool yield) {
   return seconds_since(t0) * 1e9 / (2.0 * iters);
 }
 
+// Many short batches: the best is the floor the machine allows, the median
+// what it gave most of the time (other work preempts long ones).
 int handoff_mode(int iters) {
   auto cpus = our_cpus();
+  const int batches = 25, per = std::max(100, iters / batches);
   std::vector<double> line, sw;
-  for (int r = 0; r < 5; ++r) {
+  for (int r = 0; r < batches; ++r) {
     if (cpus.size() >= 2)
-      line.push_back(bounce(cpus[0], cpus[1], iters, false));
-    sw.push_back(bounce(cpus[0], cpus[0], iters / 10 + 1, true));
+      line.push_back(bounce(cpus[0], cpus[1], per, false));
+    sw.push_back(bounce(cpus[0], cpus[0], per / 10 + 1, true));
   }
   std::sort(line.begin(), line.end());
   std::sort(sw.begin(), sw.end());

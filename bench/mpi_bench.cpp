@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -45,6 +46,7 @@ struct Options : bench::SweepArgs {
   std::string label = "openmpi";
   std::string pattern = "moe";  // all_to_allv
   std::string busy;             // --busy-thread
+  double min_ms = 0;            // --min-ms
 };
 
 // MPI_Alltoallv's arguments (elements of MPI_FLOAT) for one size.
@@ -80,6 +82,8 @@ Options parse(int argc, char** argv) {
   app.add_option("--label", o.label, "library label in the JSON");
   app.add_option("-p,--pattern", o.pattern, "all_to_allv counts: uniform, moe")
       ->check(CLI::IsMember({"uniform", "moe"}));
+  app.add_option("--min-ms", o.min_ms,
+                 "time at least this long per size (as jaccl-bench's)");
   app.add_option("--busy-thread", o.busy,
                  "run a computing thread in this rank's process while timing "
                  "(a rank number, or all)");
@@ -259,13 +263,27 @@ int main(int argc, char** argv) {
       run_op(o.op, in, out, rank, n, v);
       wrong = verify(o.op, out, rank, n, sh.in_count, v);
     }
+    int iters = o.iters;
+    if (o.min_ms > 0) {  // jaccl-bench's calibrating pass
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto c0 = Clock::now();
+      for (int i = 0; i < iters; ++i)
+        run_op(o.op, in, out, rank, n, v);
+      double ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - c0).count();
+      double slow = 0;
+      MPI_Allreduce(&ms, &slow, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (slow < o.min_ms)
+        iters = static_cast<int>(std::min(
+            1e7, std::ceil(iters * o.min_ms / std::max(slow, 1e-3))));
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     auto t0 = Clock::now();
-    for (int i = 0; i < o.iters; ++i)
+    for (int i = 0; i < iters; ++i)
       run_op(o.op, in, out, rank, n, v);
     double us =
         std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
-        o.iters;
+        iters;
     if (o.op == "sendrecv")
       us /= 2;  // one-way
     double mine[2] = {us, static_cast<double>(wrong)};
@@ -291,9 +309,9 @@ int main(int argc, char** argv) {
             "\"backend\":\"%s\",\"bytes\":%zu,\"count\":%zu,"
             "\"min_us\":%.3f,\"avg_us\":%.3f,\"max_us\":%.3f,"
             "\"algbw_gbps\":%.6f,\"busbw_gbps\":%.6f,\"inplace\":false,"
-            "\"busy_thread\":\"%s\",%s\"wrong\":%.0f}\n",
+            "\"busy_thread\":\"%s\",\"iters\":%d,%s\"wrong\":%.0f}\n",
             o.op.c_str(), n, o.label.c_str(), bytes, bytes / 4, tmin, tavg,
-            tmax, algbw, busbw, o.busy.c_str(),
+            tmax, algbw, busbw, o.busy.c_str(), iters,
             o.op == "all_to_allv"
                 ? ("\"pattern\":\"" + o.pattern + "\",").c_str()
                 : "",

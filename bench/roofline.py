@@ -23,19 +23,20 @@ MODEL = [
     "(no rank can read a peer's buffer except through a copy the peer makes "
     "into shared memory, or a kernel copy, `process_vm_readv`). Reads and "
     "writes cost alike: a rank that reads R and writes W bytes takes "
-    "(R + W) / 2 / memcpy. Every rate is this run's:",
-    "- *shm all_sum* (reduce-scatter + all-gather through shared memory, "
-    "the least traffic with private buffers): each rank stages the (n-1)/n "
-    "of its input its peers reduce, reduces its 1/n (reading it from n "
-    "inputs, writing it to the segment and its output) and copies the other "
-    "(n-1)/n of the result out: R = (3n-2)/n S, W = 2S (n = 2: two memcpys "
-    "of S). *all_gather*: the least of staging (own block staged once and "
-    "copied once, n-1 blocks copied in: R = S, W = (n+1)/n S) and CMA (own "
-    "block copied, n-1 blocks read from the peers at the "
-    "`process_vm_readv` rate). *all_to_all(v)*: own block copied, and per "
-    "rank the least of staging (what it sends staged, what it receives "
-    "copied) and CMA (what it receives read at the CMA rate). "
-    "*broadcast*: S at the lesser of memcpy and CMA time.",
+    "(R + W) / 2 / memcpy, memcpy being the faster of glibc's and a "
+    "streaming-store copy. Every rate is this run's:",
+    "- *shm*: every transfer between ranks by the cheaper of staging "
+    "(the owner copies into the segment, the receiver reads from it) and a "
+    "kernel copy (CMA, at its measured rate). *all_sum* = reduce-scatter + "
+    "all-gather, the least traffic with private buffers: each rank reduces "
+    "its 1/n from n inputs (reads S, writes S/n), its peers' slices reach "
+    "it, and the other (n-1)/n of the result reaches its output; all staged "
+    "that is R = (3n-2)/n S, W = 2S (n = 2: two memcpys of S). "
+    "*all_gather*: own block copied, n-1 blocks in (staged: R = S, W = "
+    "(n+1)/n S in all; n = 2 by CMA: one local copy plus one cross-process "
+    "read). *all_to_all(v)*: own block copied, what a rank sends and "
+    "receives staged, or what it receives by CMA. *broadcast*: S at the "
+    "lesser of memcpy and CMA time.",
     "- *TCP* (loopback; the kernel copies every byte on both sides): each "
     "rank must send s and receive r bytes (all_sum 2(n-1)/n S each way, "
     "all_gather and all_to_all (n-1)/n S, all_to_allv its off-diagonal "
@@ -48,12 +49,12 @@ MODEL = [
     "memcpy is the single-core rate at the message's size (the smallest "
     "measured buffer >= S), capped at the all-cores aggregate / cores in "
     "use (memory bandwidth shared).",
-    "- *latency floor* (small sizes): shm one cross-core cache-line "
-    "handoff (`memcpy_bench handoff`), or, with more ranks than cores, one "
-    "context switch per rank sharing a core (ranks/core x the measured "
-    "switch); TCP ceil(log2 n) one-way loopback latencies of a busy-polling "
-    "receiver (`tcp_rtt ... spin`; all_to_all(v): one). Roofline = max("
-    "latency floor, bandwidth time).",
+    "- *latency floor* (small sizes; best batches, not medians): shm one "
+    "cross-core cache-line handoff (`memcpy_bench handoff`), or, with more "
+    "ranks than cores, one switch per rank sharing a core (ranks/core x the "
+    "measured same-core handoff); TCP ceil(log2 n) one-way 8-byte loopback "
+    "latencies (`tcp_rtt`, blocking or busy-polling, whichever was faster; "
+    "all_to_all(v): one). Roofline = max(latency floor, bandwidth time).",
     "- What it leaves out, so that it stays a bound: cross-core transfer "
     "slower than one core's memcpy, page faults, synchronisation beyond "
     "the floor, the float adds (assumed at memcpy speed). The reduction's "
@@ -87,7 +88,10 @@ def mem_rate(c, b, active):
     """Bytes/s one rank copies at size b while `active` ranks copy at
     once (single-core memcpy, capped by the all-cores aggregate share)."""
     e = _at(c.get("memcpy_at") or {}, b) or c.get("memcpy") or {}
-    m1 = e.get("memcpy_median_gbps") or float("nan")
+    # The faster of memcpy and a copy with streaming stores (which wins
+    # once the buffers outgrow the caches).
+    m1 = max(e.get("memcpy_median_gbps") or float("nan"),
+             e.get("nt_median_gbps") or 0)
     agg = e.get("memcpy_all_cores_gbps")
     k = max(1, min(active, cores(c)))
     if agg and k > 1:
@@ -135,10 +139,22 @@ def _shm_rank_times(op, n, b, c, pattern):
     m = mem_rate(c, b, n)
     x = cma_rate(c, b)
     S = float(b)
+    def cheaper(stage_s, cma_s):
+        return stage_s if x is None else min(stage_s, cma_s)
+    # Reduce-scatter: a rank reduces its 1/n from n inputs (reads S, writes
+    # S/n); the (n-1)/n of its input its peers reduce reaches them staged
+    # (copied into the segment) or read by CMA.
+    reduce = (S + S / n) / 2 / m
+    slices_in = cheaper((n - 1) / n * S / m, (n - 1) / n * S / x if x else 0)
     if op == "all_sum":
-        return [((3 * n - 2) / n * S + 2 * S) / 2 / m] * n
+        # All-gather of the reduced slices: staged (the reduce also writes
+        # its slice to the segment, each rank copies the other (n-1)/n out)
+        # or read from the peers' outputs by CMA.
+        out = cheaper((S / n / 2 + (n - 1) / n * S) / m,
+                      (n - 1) / n * S / x if x else 0)
+        return [reduce + slices_in + out] * n
     if op == "sum_scatter":
-        return [((2 * n - 1) / n * S + S) / 2 / m] * n
+        return [reduce + slices_in] * n
     if op == "all_gather":
         blk = S / n
         staged = (S + (n + 1) / n * S) / 2 / m
@@ -182,19 +198,20 @@ def _tcp_rank_times(op, n, b, c, pattern):
 
 def latency_floor(plane, op, n, c):
     """Seconds, or None when this run did not measure the floor (reports
-    from before the handoff and busy-poll ceilings existed)."""
+    from before the handoff and busy-poll ceilings existed). The floors are
+    the best batches (what the machine allows), not the medians."""
     ho = c.get("handoff") or {}
     k = math.ceil(n / cores(c))
-    sw = (ho.get("switch_median_ns") or 0) * 1e-9
+    sw = (ho.get("switch_best_ns") or 0) * 1e-9
     if plane == "shm":
-        if ho.get("line_oneway_median_ns") is None:
+        if ho.get("line_oneway_best_ns") is None:
             return None
-        line = ho["line_oneway_median_ns"] * 1e-9
+        line = ho["line_oneway_best_ns"] * 1e-9
         return max(line, k * sw if k > 1 else 0)
-    rtt = c.get("tcp_rtt_spin")
-    if not rtt or not ho:
+    spin, block = c.get("tcp_rtt_spin"), c.get("tcp_rtt")
+    if not spin or not ho:
         return None
-    one = rtt["oneway_median_us"] * 1e-6
+    one = min(spin["rtt_best_us"], block["rtt_best_us"]) / 2 * 1e-6
     rounds = 1 if op in ("all_to_all", "all_to_allv") else \
         max(1, math.ceil(math.log2(n)))
     return max(rounds * one, k * sw if k > 1 else 0)
@@ -233,6 +250,8 @@ def ceilings_line(c):
     for b in sorted(int(k) for k in at):
         e = at.get(b) or at.get(str(b))
         s = f"{_human(b)} {e['memcpy_median_gbps']:.1f}"
+        if e.get("nt_median_gbps"):
+            s += f" / streaming {e['nt_median_gbps']:.1f}"
         if e.get("memcpy_all_cores_gbps"):
             s += f" (all cores {e['memcpy_all_cores_gbps']:.1f}"
             if e.get("cma_median_gbps"):
@@ -247,12 +266,15 @@ def ceilings_line(c):
         txt += (f"; loopback TCP one stream {c['iperf_1M']:.2f} GB/s (no "
                 "bidirectional figure: twice that assumed)")
     ho = c.get("handoff") or {}
-    if ho.get("line_oneway_median_ns") is not None:
-        txt += (f"; cache-line handoff {ho['line_oneway_median_ns']:.0f} ns, "
-                f"context switch {ho.get('switch_median_ns') or 0:.0f} ns")
-    sp = c.get("tcp_rtt_spin")
-    if sp:
-        txt += f"; TCP one-way {sp['oneway_median_us']:.1f} us (busy-poll)"
+    if ho.get("line_oneway_best_ns") is not None:
+        txt += (f"; cache-line handoff {ho['line_oneway_best_ns']:.0f} ns, "
+                f"same-core switch {ho.get('switch_best_ns') or 0:.0f} ns "
+                "(best batches)")
+    sp, bl = c.get("tcp_rtt_spin"), c.get("tcp_rtt")
+    if sp and bl:
+        txt += (f"; TCP 8 B one-way "
+                f"{min(sp['rtt_best_us'], bl['rtt_best_us']) / 2:.1f} us "
+                "(best of blocking and busy-poll)")
     return txt
 
 

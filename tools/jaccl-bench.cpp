@@ -50,6 +50,7 @@ struct Options : bench::SweepArgs {
   bool quiet = false;
   std::string pattern = "moe";  // all_to_allv
   std::string busy;             // --busy-thread
+  double min_ms = 0;            // --min-ms
 };
 
 // Bytes per rank buffer and busbw factor for an op, nccl-tests style. For
@@ -288,6 +289,10 @@ int main(int argc, char** argv) {
   app.add_option("--busy-thread", o.busy,
                  "run a computing thread in this rank's process while timing "
                  "(a rank number, or all)");
+  app.add_option("--min-ms", o.min_ms,
+                 "time at least this long per size: after warm-up, a timed "
+                 "pass of -n calls sets the count (the slowest rank's time, "
+                 "so every rank runs as many)");
   std::string transport;
   app.add_option("-t,--transport", transport,
                  "auto, tcp, shm or ofi (default: JACCL_TRANSPORT)");
@@ -376,14 +381,31 @@ int main(int argc, char** argv) {
                                res.begin() + static_cast<long>(sh.out_bytes));
         wrong = verify(o.op, view, dtype, rank, n, sh.in_bytes, 0, o.pattern);
       }
+      int iters = o.iters;
+      if (o.min_ms > 0) {
+        // A calibrating pass; the count must be the same on every rank.
+        group->barrier();
+        auto c0 = Clock::now();
+        for (int i = 0; i < iters; ++i)
+          run_op(*group, o.op, in, out, dtype, o.inplace, counts);
+        double ms[1] = {
+            std::chrono::duration<double, std::milli>(Clock::now() - c0)
+                .count()};
+        std::vector<double> all_ms(static_cast<size_t>(n));
+        group->all_gather(ms, all_ms.data(), sizeof(ms));
+        double slow = *std::max_element(all_ms.begin(), all_ms.end());
+        if (slow < o.min_ms)
+          iters = static_cast<int>(std::min(
+              1e7, std::ceil(iters * o.min_ms / std::max(slow, 1e-3))));
+      }
       group->barrier();
       auto t0 = Clock::now();
-      for (int i = 0; i < o.iters; ++i) {
+      for (int i = 0; i < iters; ++i) {
         run_op(*group, o.op, in, out, dtype, o.inplace, counts);
       }
       double us =
           std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
-          o.iters;
+          iters;
       if (o.op == "sendrecv")
         us /= 2;  // one-way
       double mine[2] = {us, static_cast<double>(wrong)};
@@ -416,6 +438,7 @@ int main(int argc, char** argv) {
                            {"busbw_gbps", busbw},
                            {"inplace", o.inplace},
                            {"busy_thread", o.busy},
+                           {"iters", iters},
                            {"wrong", o.check ? wsum : -1}};
           if (o.op == "all_to_allv")
             j["pattern"] = o.pattern;

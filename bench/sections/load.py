@@ -34,9 +34,12 @@ LOADS = ["none", "busy1", "busy2", "thread"]
 LOAD_TITLE = {"none": "unloaded", "busy1": "1 busy process",
               "busy2": "2 busy processes",
               "thread": "compute thread in rank 0"}
-# (size, warm-up, iterations): each job ~0.05-0.5 s even under load.
-SIZES = [("8", 200, 2000), ("64K", 20, 300), ("1M", 10, 60)]
-QUICK_SIZES = [("8", 50, 500), ("1M", 5, 20)]
+# (size, warm-up, calibrating iterations): every job is timed for at least
+# MIN_MS (--min-ms: a calibrating pass sets the count), many scheduler
+# slices, so a short run cannot fit between two preemptions.
+SIZES = [("8", 200, 200), ("64K", 20, 20), ("1M", 10, 10)]
+QUICK_SIZES = [("8", 50, 50), ("1M", 5, 5)]
+MIN_MS, QUICK_MIN_MS = 300, 100
 RANKS = 2
 
 
@@ -64,7 +67,8 @@ def run(ctx):
     sizes = QUICK_SIZES if ctx["quick"] else SIZES
     reps = max(1, ctx["reps"])
     res = {"load_before": compare.loadavg(), "errors": [], "raw": [],
-           "ranks": RANKS, "quick": ctx["quick"], "reps": reps}
+           "ranks": RANKS, "quick": ctx["quick"], "reps": reps,
+           "min_ms": QUICK_MIN_MS if ctx["quick"] else MIN_MS}
     combos = [(ld, lib, s) for ld in LOADS for lib in LIBS for s in sizes]
     for rep in range(reps):
         k = (rep * 7) % len(combos)
@@ -76,6 +80,7 @@ def run(ctx):
                                    ctx["tmpdir"])
             if cmd is None:
                 continue
+            cmd += ["--min-ms", str(QUICK_MIN_MS if ctx["quick"] else MIN_MS)]
             if ld == "thread":
                 cmd += ["--busy-thread", "0"]
             busy = Busy({"busy1": 1, "busy2": 2}.get(ld, 0))
@@ -166,7 +171,10 @@ def render(res):
              "processes (`sh -c 'while :; do :; done'`, unbound) started "
              "before each job and killed after it, or a computing thread in "
              "rank 0's own process (`--busy-thread 0`). Every (load, "
-             "library, size) job alternates inside every repetition; median "
+             "library, size) job alternates inside every repetition and is "
+             f"timed for at least {res.get('min_ms', MIN_MS)} ms (a "
+             "calibrating pass sets the call count, so no run fits between "
+             "two preemptions); median "
              f"of {res.get('reps')} of the ranks' mean time per call (µs); "
              "*x unloaded*: the loaded time over the same library's unloaded "
              "time in this run. The machine has 2 cores: two busy processes "
