@@ -304,7 +304,7 @@ double bounce(int cpu_a, int cpu_b, int iters, bool yield) {
 // what it gave most of the time (other work preempts long ones).
 int handoff_mode(int iters) {
   auto cpus = our_cpus();
-  const int batches = 25, per = std::max(100, iters / batches);
+  const int batches = 100, per = std::max(50, iters / batches);
   std::vector<double> line, sw;
   for (int r = 0; r < batches; ++r) {
     if (cpus.size() >= 2)

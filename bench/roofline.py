@@ -37,12 +37,13 @@ MODEL = [
     "read). *all_to_all(v)*: own block copied, what a rank sends and "
     "receives staged, or what it receives by CMA. *broadcast*: S at the "
     "lesser of memcpy and CMA time.",
-    "- *TCP* (loopback; the kernel copies every byte on both sides): each "
-    "rank must send s and receive r bytes (all_sum 2(n-1)/n S each way, "
-    "all_gather and all_to_all (n-1)/n S, all_to_allv its off-diagonal "
-    "counts), at the bidirectional loopback stream rate B (`iperf3 "
-    "--bidir`, both directions summed: one process sends and receives B "
-    "bytes a second in all): t_rank = (s + r) / B.",
+    "- *TCP* (loopback: bound by the CPU copying every byte through the "
+    "kernel on both sides): each rank must send s and receive r bytes "
+    "(all_sum 2(n-1)/n S each way, all_gather and all_to_all (n-1)/n S, "
+    "all_to_allv its off-diagonal counts); t_rank = s x (CPU-seconds per "
+    "byte sent) + r x (per byte received), both from iperf3 in this run "
+    "(its rate over the CPU share each side used; the cheapest of an "
+    "autotuned and a 256 KiB window).",
     "- *cores*: a rank has a core to itself while n <= C; beyond, the "
     "ranks' work shares the C cores (job time = max(slowest rank, sum of "
     "the ranks' times / C): 4 ranks on 2 cores get half a core each). "
@@ -105,14 +106,29 @@ def cma_rate(c, b):
     return v * 1e9 if v else None
 
 
-def tcp_rate(c):
-    """Bytes/s one process sends + receives over loopback."""
-    v = c.get("iperf_bidir")
-    if v and v == v:
-        return v * 1e9
-    # No bidirectional figure: twice one stream (an estimate; said so in
-    # the report).
-    return 2 * c.get("iperf_1M", float("nan")) * 1e9
+def tcp_cost(c):
+    """(seconds per byte sent, per byte received) of CPU time over loopback:
+    the cheapest of this run's iperf3 tests, each rate divided by the CPU
+    share its side used (loopback TCP is bound by the CPU copying through
+    the kernel, not by a wire). Without CPU figures (older reports): one
+    stream's rate for each side."""
+    best_s = best_r = None
+    for v in (c.get("iperf") or {}).values():
+        if not v or not v.get("gbps"):
+            continue
+        for key, pct in (("s", v.get("sender_cpu_pct")),
+                         ("r", v.get("receiver_cpu_pct"))):
+            if not pct:
+                continue
+            cost = (pct / 100) / (v["gbps"] * 1e9)
+            if key == "s":
+                best_s = cost if best_s is None else min(best_s, cost)
+            else:
+                best_r = cost if best_r is None else min(best_r, cost)
+    if best_s is None or best_r is None:
+        one = 1 / (c.get("iperf_1M", float("nan")) * 1e9)
+        return one, one
+    return best_s, best_r
 
 
 def a2av_counts(pattern, b, n, esz=4):
@@ -179,19 +195,24 @@ def _shm_rank_times(op, n, b, c, pattern):
 
 
 def _tcp_rank_times(op, n, b, c, pattern):
-    B = tcp_rate(c)
+    cs, cr = tcp_cost(c)
     S = float(b)
+
+    def t(sent, got):
+        return sent * cs + got * cr
     if op == "all_sum":
-        return [2 * (2 * (n - 1) / n * S) / B] * n
+        v = 2 * (n - 1) / n * S
+        return [t(v, v)] * n
     if op in ("all_gather", "sum_scatter", "all_to_all"):
-        return [2 * ((n - 1) / n * S) / B] * n
+        v = (n - 1) / n * S
+        return [t(v, v)] * n
     if op == "broadcast":
-        # Every non-root receives S and every byte received was sent.
-        return [S / B] + [2 * S / B] * (n - 1)
+        # Every non-root receives S; the root sends it at least once.
+        return [t(S, 0)] + [t(0, S)] * (n - 1)
     if op == "all_to_allv":
         cnt = a2av_counts(pattern, b, n)
-        return [(sum(cnt[r][j] for j in range(n) if j != r)
-                 + sum(cnt[q][r] for q in range(n) if q != r)) / B
+        return [t(sum(cnt[r][j] for j in range(n) if j != r),
+                  sum(cnt[q][r] for q in range(n) if q != r))
                 for r in range(n)]
     return None
 
@@ -259,12 +280,14 @@ def ceilings_line(c):
             s += ")"
         parts.append(s)
     txt = "memcpy " + ", ".join(parts) + " GB/s"
-    if c.get("iperf_bidir"):
-        txt += (f"; loopback TCP {c['iperf_bidir']:.2f} GB/s both ways "
-                f"(one stream {c.get('iperf_1M', float('nan')):.2f})")
+    if c.get("iperf"):
+        cs, cr = tcp_cost(c)
+        txt += (f"; loopback TCP {c.get('iperf_1M', float('nan')):.2f} GB/s "
+                f"one stream, {1e-9 / cs:.1f} / {1e-9 / cr:.1f} GB per "
+                "CPU-second sent / received")
     elif c.get("iperf_1M"):
-        txt += (f"; loopback TCP one stream {c['iperf_1M']:.2f} GB/s (no "
-                "bidirectional figure: twice that assumed)")
+        txt += (f"; loopback TCP one stream {c['iperf_1M']:.2f} GB/s (no CPU "
+                "figures: that rate taken for each side)")
     ho = c.get("handoff") or {}
     if ho.get("line_oneway_best_ns") is not None:
         txt += (f"; cache-line handoff {ho['line_oneway_best_ns']:.0f} ns, "
