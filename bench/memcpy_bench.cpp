@@ -187,8 +187,8 @@ double cma(size_t bytes, int copies, int reps) {
              static_cast<ssize_t>(bytes);
       }
       if (r > 0)
-        gbps.push_back(static_cast<double>(bytes) * copies /
-                       seconds_since(t0) / 1e9);
+        gbps.push_back(static_cast<double>(bytes) * copies / seconds_since(t0) /
+                       1e9);
     }
     if (ok)
       res = median(gbps);
@@ -243,8 +243,8 @@ int size_mode(size_t bytes, int reps) {
     auto t0 = Clock::now();
     for (int k = 0; k < copies; ++k)
       add(fc, fa, fb, nf);
-    add_gbps.push_back(static_cast<double>(bytes) * copies /
-                       seconds_since(t0) / 1e9);
+    add_gbps.push_back(static_cast<double>(bytes) * copies / seconds_since(t0) /
+                       1e9);
   }
   volatile char sink = c[bytes / 2] + a[bytes / 3];
   (void)sink;
@@ -253,8 +253,8 @@ int size_mode(size_t bytes, int reps) {
   double all = all_cores(bytes, copies, std::max(3, reps / 4), libc_copy);
 #if defined(__SSE2__)
   if (bytes % 64 == 0)
-    all = std::max(all, all_cores(bytes, copies, std::max(3, reps / 4),
-                                  nt_copy));
+    all =
+        std::max(all, all_cores(bytes, copies, std::max(3, reps / 4), nt_copy));
 #endif
   double cm = cma(bytes, copies, std::max(3, reps / 4));
   auto num = [](double v) {

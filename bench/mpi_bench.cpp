@@ -29,9 +29,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -167,8 +167,8 @@ size_t verify(const std::string& op, const std::vector<float>& out, int rank,
       const size_t off = static_cast<size_t>(v.sdispl[static_cast<size_t>(
           rank)]);  // every sender's counts are alike
       const size_t at = static_cast<size_t>(v.rdispl[static_cast<size_t>(q)]);
-      for (size_t j = 0; j < static_cast<size_t>(v.recv[static_cast<size_t>(q)]);
-           ++j)
+      for (size_t j = 0;
+           j < static_cast<size_t>(v.recv[static_cast<size_t>(q)]); ++j)
         wrong += out[at + j] !=
                  static_cast<float>((static_cast<size_t>(q) + off + j) % 3);
     }
@@ -236,8 +236,8 @@ int main(int argc, char** argv) {
   for (double s = static_cast<double>(std::max<size_t>(o.min_bytes, 4));
        s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor) {
     size_t b = static_cast<size_t>(s) / 4 * 4;
-    if (o.op == "all_gather" || o.op == "sum_scatter" ||
-        o.op == "all_to_all" || o.op == "all_to_allv")
+    if (o.op == "all_gather" || o.op == "sum_scatter" || o.op == "all_to_all" ||
+        o.op == "all_to_allv")
       b = static_cast<size_t>(s) / (4 * static_cast<size_t>(n)) * 4 *
           static_cast<size_t>(n);
     if (b > 0 && (sizes.empty() || sizes.back() != b))
@@ -274,8 +274,8 @@ int main(int argc, char** argv) {
       double slow = 0;
       MPI_Allreduce(&ms, &slow, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (slow < o.min_ms)
-        iters = static_cast<int>(std::min(
-            1e7, std::ceil(iters * o.min_ms / std::max(slow, 1e-3))));
+        iters = static_cast<int>(
+            std::min(1e7, std::ceil(iters * o.min_ms / std::max(slow, 1e-3))));
     }
     MPI_Barrier(MPI_COMM_WORLD);
     auto t0 = Clock::now();

@@ -133,9 +133,9 @@ def verdicts(res):
                                  "Open MPI's time")
                 if j[0] > 2 * j0[0] and m[0] <= 2 * m0[0]:
                     ok2 = False
-                    notes.append(f"{compare.human(b)}: {j[0] / j0[0]:.1f}x "
+                    notes.append(f"{compare.human(b)}: {_x(j[0] / j0[0])} "
                                  f"itself unloaded (Open MPI "
-                                 f"{m[0] / m0[0]:.1f}x)")
+                                 f"{_x(m[0] / m0[0])})")
             if fig:
                 out.append((plane, ld, fig, ok1, ok2, notes))
     return out
@@ -143,6 +143,10 @@ def verdicts(res):
 
 def _us(v):
     return f"{v:.0f}" if v >= 100 else (f"{v:.1f}" if v >= 1 else f"{v:.2f}")
+
+
+def _x(v):
+    return f"{v:.1f}x" if v >= 0.1 else f"{v:.2f}x"
 
 
 def summary_table(res):
@@ -201,9 +205,9 @@ def render(res):
                             if x else "–")
                 L.append(
                     f"| {LOAD_TITLE[ld]} | {compare.human(b)} | {cell(j)} | "
-                    + (f"{j[0] / j0[0]:.1f}x" if j and j0 else "–") + " | "
+                    + (_x(j[0] / j0[0]) if j and j0 else "–") + " | "
                     + cell(m) + " | "
-                    + (f"{m[0] / m0[0]:.1f}x" if m and m0 else "–") + " | "
+                    + (_x(m[0] / m0[0]) if m and m0 else "–") + " | "
                     + (f"{j[0] / m[0]:.2f}x" if j and m else "–") + " |")
         L.append("")
     v = verdicts(res)
