@@ -72,13 +72,14 @@ inline size_t a2av_send_offset(const std::string& pattern, size_t bytes,
 // inherits the process's CPU binding, as such threads do.
 class BusyThread {
  public:
-  BusyThread() : th_([this] {
-      unsigned long x = 1;
-      while (!stop_.load(std::memory_order_relaxed))
-        for (int i = 0; i < 4096; ++i)
-          x = x * 6364136223846793005UL + 1442695040888963407UL;
-      sink_.store(x, std::memory_order_relaxed);
-    }) {}
+  BusyThread()
+      : th_([this] {
+          unsigned long x = 1;
+          while (!stop_.load(std::memory_order_relaxed))
+            for (int i = 0; i < 4096; ++i)
+              x = x * 6364136223846793005UL + 1442695040888963407UL;
+          sink_.store(x, std::memory_order_relaxed);
+        }) {}
   ~BusyThread() {
     stop_.store(true);
     th_.join();

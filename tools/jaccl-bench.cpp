@@ -20,8 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -274,10 +274,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "jaccl-bench: collective latency and bandwidth (run it under "
       "jaccl-run)"};
-  bench::add_sweep_options(app, o,
-                           {"all_sum", "all_gather", "sum_scatter", "broadcast",
-                            "sendrecv", "barrier", "all_to_all",
-                            "all_to_allv"});
+  bench::add_sweep_options(
+      app, o,
+      {"all_sum", "all_gather", "sum_scatter", "broadcast", "sendrecv",
+       "barrier", "all_to_all", "all_to_allv"});
   app.add_option("-d,--dtype", o.dtype, "element type")
       ->check(CLI::IsMember(dtypes()));
   app.add_flag("-i,--inplace", o.inplace, "in-place operation");
