@@ -16,6 +16,9 @@
 //   memcpy and streaming stores);
 // - cross-process read: process_vm_readv of a forked child's SIZE buffer
 //   into ours (what a CMA collective costs per byte; null if not allowed);
+// - cross-core copies (xcore): the owner's copy into a shared buffer the
+//   other core read last, the other core's copy out of it, with cached and
+//   with streaming stores on the owner's side;
 // - a float32 c = a + b pass (the inner loop of a reduction), as bytes of c
 //   produced per second and as bytes touched (read a, b, write c).
 // Handoff mode: the latency floors of a shared-memory collective. Two
@@ -200,6 +203,53 @@ double cma(size_t bytes, int copies, int reps) {
   return res;
 }
 
+// Cross-core copies: a writer on our first CPU copies its private buffer
+// into a shared one whose lines the reader on our second CPU read last
+// round; then the reader copies the shared buffer (lines the writer just
+// wrote) into its own. Median GB/s of each side's copies: what staging
+// costs the owner and the receiver of a shared-memory collective. nt: the
+// writer uses streaming stores. {NAN, NAN} with fewer than 2 CPUs.
+struct XCore {
+  double write, read;
+};
+
+XCore xcore(size_t bytes, int rounds, CopyFn writer_copy) {
+  auto cpus = our_cpus();
+  if (cpus.size() < 2)
+    return {NAN, NAN};
+  std::vector<char> mine(bytes, 5), shared(bytes, 6), theirs(bytes, 7);
+  std::atomic<int> turn{0};  // even: the writer's, odd: the reader's
+  std::vector<double> w, r;
+  std::thread reader([&] {
+    pin(cpus[1]);
+    for (int i = 0; i < rounds; ++i) {
+      while (turn.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      auto t0 = Clock::now();
+      std::memcpy(theirs.data(), shared.data(), bytes);
+      r.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+      turn.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  std::thread writer([&] {
+    pin(cpus[0]);
+    for (int i = 0; i < rounds; ++i) {
+      while (turn.load(std::memory_order_acquire) != 2 * i) {
+      }
+      auto t0 = Clock::now();
+      writer_copy(shared.data(), mine.data(), bytes);
+      w.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+      turn.store(2 * i + 1, std::memory_order_release);
+    }
+  });
+  writer.join();
+  reader.join();
+  // The first two rounds warm the buffers.
+  w.erase(w.begin(), w.begin() + std::min<size_t>(2, w.size()));
+  r.erase(r.begin(), r.begin() + std::min<size_t>(2, r.size()));
+  return {median(w), median(r)};
+}
+
 int size_mode(size_t bytes, int reps) {
   // Copies per sample: at least 8 MiB of copying per clock read.
   int copies = static_cast<int>(std::max<size_t>(1, (size_t(8) << 20) / bytes));
@@ -257,6 +307,14 @@ int size_mode(size_t bytes, int reps) {
         std::max(all, all_cores(bytes, copies, std::max(3, reps / 4), nt_copy));
 #endif
   double cm = cma(bytes, copies, std::max(3, reps / 4));
+  // Enough rounds for a steady median, fewer for big buffers.
+  int rounds = static_cast<int>(
+      std::clamp<size_t>((size_t(256) << 20) / bytes, 10, 400));
+  XCore xc = xcore(bytes, rounds, libc_copy), xn{NAN, NAN};
+#if defined(__SSE2__)
+  if (bytes % 64 == 0)
+    xn = xcore(bytes, rounds, nt_copy);
+#endif
   auto num = [](double v) {
     char s[32];
     if (std::isnan(v))
@@ -269,13 +327,16 @@ int size_mode(size_t bytes, int reps) {
       "\"memcpy_best_gbps\":%.3f,\"memcpy_median_gbps\":%.3f,"
       "\"nt_median_gbps\":%s,"
       "\"cores\":%d,\"memcpy_all_cores_gbps\":%s,\"cma_median_gbps\":%s,"
+      "\"xcore_write_gbps\":%s,\"xcore_read_gbps\":%s,"
+      "\"xcore_nt_write_gbps\":%s,\"xcore_nt_read_gbps\":%s,"
       "\"add_best_gbps\":%.3f,\"add_median_gbps\":%.3f,"
       "\"add_touched_median_gbps\":%.3f}\n",
       static_cast<double>(bytes) / 1048576.0, bytes, reps,
       *std::max_element(copy_gbps.begin(), copy_gbps.end()), median(copy_gbps),
       num(nt).c_str(), ncpu, num(all).c_str(), num(cm).c_str(),
-      *std::max_element(add_gbps.begin(), add_gbps.end()), median(add_gbps),
-      3 * median(add_gbps));
+      num(xc.write).c_str(), num(xc.read).c_str(), num(xn.write).c_str(),
+      num(xn.read).c_str(), *std::max_element(add_gbps.begin(), add_gbps.end()),
+      median(add_gbps), 3 * median(add_gbps));
   return 0;
 }
 
@@ -293,9 +354,17 @@ double bounce(int cpu_a, int cpu_b, int iters, bool yield) {
       turn.store(1 - me, std::memory_order_release);
     }
   };
-  std::thread b(player, cpu_b, 1);
-  auto t0 = Clock::now();
-  player(cpu_a, 0);
+  // Both on threads of their own: the caller's CPU mask stays as it was.
+  std::atomic<int> ready{0};
+  Clock::time_point t0;
+  auto start = [&](int cpu, int me) {
+    pin(cpu);
+    if (ready.fetch_add(1) == 1)
+      t0 = Clock::now();  // the second to arrive starts the clock
+    player(cpu, me);
+  };
+  std::thread a(start, cpu_a, 0), b(start, cpu_b, 1);
+  a.join();
   b.join();
   return seconds_since(t0) * 1e9 / (2.0 * iters);
 }
