@@ -91,6 +91,8 @@ def run(ctx):
             "backend": js[0].get("backend"),
             "wrong": max(x.get("wrong", 0) for x in js)})
     res["load_after"] = compare.loadavg()
+    res["date"] = compare.now()
+    res["commit"] = compare.commit()
     res["quick"], res["reps"] = ctx["quick"], reps
     return res
 
@@ -103,6 +105,12 @@ def summary_rows(res):
 
 def _us(v):
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def _when(res):
+    if not res.get("date"):
+        return ""
+    return f"Run {res['date']} at {res.get('commit')}. "
 
 
 def render(res):
@@ -122,7 +130,7 @@ def render(res):
              "(2 ranks) or 1.92x (4 ranks) the mean; *uniform*: all_to_all's "
              "counts through the v call. *% roof*: roofline time / measured "
              "time (model in the summary and `bench/README.md`; all_to_allv's "
-             "roofline is set by its busiest rank). Load average "
+             "roofline is set by its busiest rank). " + _when(res) + "Load average "
              f"before/after: {' '.join(res.get('load_before', []))} / "
              f"{' '.join(res.get('load_after', []))} (2 cores). Ceilings "
              f"(this run): {roofline.ceilings_line(c)}."

@@ -100,6 +100,8 @@ def run(ctx):
                                        "avg_us": j["avg_us"]})
         log(f"   load rep {rep + 1}/{reps}")
     res["load_after"] = compare.loadavg()
+    res["date"] = compare.now()
+    res["commit"] = compare.commit()
     return res
 
 
@@ -165,6 +167,12 @@ def summary_table(res):
     return L
 
 
+def _when(res):
+    if not res.get("date"):
+        return ""
+    return f"Run {res['date']} at {res.get('commit')}. "
+
+
 def render(res):
     L = []
     L.append(f"float32 all_sum on {res.get('ranks', 2)} ranks, each plane's "
@@ -182,7 +190,7 @@ def render(res):
              f"of {res.get('reps')} of the ranks' mean time per call (µs); "
              "*x unloaded*: the loaded time over the same library's unloaded "
              "time in this run. The machine has 2 cores: two busy processes "
-             "and two ranks make four runnable tasks. Load average "
+             "and two ranks make four runnable tasks. " + _when(res) + "Load average "
              f"before/after: {' '.join(res.get('load_before', []))} / "
              f"{' '.join(res.get('load_after', []))}."
              + (" **Quick run.**" if res.get("quick") else ""))
