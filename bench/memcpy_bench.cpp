@@ -219,11 +219,17 @@ XCore xcore(size_t bytes, int rounds, CopyFn writer_copy) {
     return {NAN, NAN};
   std::vector<char> mine(bytes, 5), shared(bytes, 6), theirs(bytes, 7);
   std::atomic<int> turn{0};  // even: the writer's, odd: the reader's
+  // At most ~2 s: on a busy machine every round waits for both threads to
+  // be scheduled. The writer decides when to stop (rounds = -1 to stop).
+  std::atomic<int> last{rounds};
+  auto deadline = Clock::now() + std::chrono::seconds(2);
   std::vector<double> w, r;
   std::thread reader([&] {
     pin(cpus[1]);
-    for (int i = 0; i < rounds; ++i) {
+    for (int i = 0; i < last.load(); ++i) {
       while (turn.load(std::memory_order_acquire) != 2 * i + 1) {
+        if (i >= last.load())
+          return;
       }
       auto t0 = Clock::now();
       std::memcpy(theirs.data(), shared.data(), bytes);
@@ -235,6 +241,10 @@ XCore xcore(size_t bytes, int rounds, CopyFn writer_copy) {
     pin(cpus[0]);
     for (int i = 0; i < rounds; ++i) {
       while (turn.load(std::memory_order_acquire) != 2 * i) {
+      }
+      if (i >= 4 && Clock::now() > deadline) {
+        last.store(i);  // the reader stops at the same round
+        break;
       }
       auto t0 = Clock::now();
       writer_copy(shared.data(), mine.data(), bytes);
@@ -375,7 +385,9 @@ int handoff_mode(int iters) {
   auto cpus = our_cpus();
   const int batches = 100, per = std::max(50, iters / batches);
   std::vector<double> line, sw;
-  for (int r = 0; r < batches; ++r) {
+  // At most ~3 s (a busy machine makes every handoff wait for a slice).
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (int r = 0; r < batches && (r < 3 || Clock::now() < deadline); ++r) {
     if (cpus.size() >= 2)
       line.push_back(bounce(cpus[0], cpus[1], per, false));
     sw.push_back(bounce(cpus[0], cpus[0], per / 10 + 1, true));
