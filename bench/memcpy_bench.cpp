@@ -1,18 +1,49 @@
 // Copyright 2026 the jaccl authors.
-// memcpy_bench: the single-core memory ceilings bench/compare divides by.
+// memcpy_bench: the memory ceilings bench/compare's rooflines divide by.
 //
-//   memcpy_bench [MiB=64] [reps=20]
+//   memcpy_bench [SIZE=64] [reps=20]     # SIZE in MiB, or 64K, 256K, 4M
+//   memcpy_bench handoff [iters=200000]
 //
-// Two pre-faulted buffers of MiB each; memcpy one into the other `reps`
-// times and report the best and the median copy bandwidth (bytes copied per
-// second). Also a float32 c = a + b pass over three such buffers (the inner
-// loop of a reduction), reported as bytes of c produced per second, and as
-// bytes touched (read a, read b, write c) per second. One JSON line.
+// Size mode (one JSON line): two pre-faulted buffers of SIZE; memcpy one into
+// the other and report the best and the median copy bandwidth (bytes copied
+// per second; a sample copies at least 8 MiB, so small sizes are not clock
+// reads). Also:
+// - a copy with non-temporal stores (SSE2 streaming stores: what a copy
+//   larger than the caches can use instead of memcpy's; x86-64 only);
+// - all cores at once: one thread per CPU of our affinity mask, each copying
+//   its own pair of buffers, same count, started together; aggregate bytes
+//   per second over the slowest thread (median of reps; the faster of
+//   memcpy and streaming stores);
+// - cross-process read: process_vm_readv of a forked child's SIZE buffer
+//   into ours (what a CMA collective costs per byte; null if not allowed);
+// - cross-core copies (xcore): the owner's copy into a shared buffer the
+//   other core read last, the other core's copy out of it, with cached and
+//   with streaming stores on the owner's side;
+// - a float32 c = a + b pass (the inner loop of a reduction), as bytes of c
+//   produced per second and as bytes touched (read a, b, write c).
+// Handoff mode: the latency floors of a shared-memory collective. Two
+// threads on two CPUs bounce a cache line (half the round trip: one
+// cross-core handoff), and two threads pinned to one CPU take turns with
+// sched_yield (one context switch, what each call costs per rank beyond the
+// first on an oversubscribed core).
+#include <pthread.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <sched.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -24,9 +55,28 @@ double seconds_since(Clock::time_point t0) {
 }
 
 double median(std::vector<double> v) {
+  if (v.empty())
+    return NAN;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+#if defined(__SSE2__)
+// 16-byte streaming stores, then a fence; n a multiple of 64, 16-aligned.
+__attribute__((noinline)) void nt_copy(char* dst, const char* src, size_t n) {
+  for (size_t i = 0; i < n; i += 64) {
+    __m128i a = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    __m128i d = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+  }
+  _mm_sfence();
+}
+#endif
 
 __attribute__((noinline)) void add(float* c, const float* a, const float* b,
                                    size_t n) {
@@ -34,13 +84,186 @@ __attribute__((noinline)) void add(float* c, const float* a, const float* b,
     c[i] = a[i] + b[i];
 }
 
-}  // namespace
+// "64" (MiB), "64K", "256K", "4M" -> bytes.
+size_t parse_size(const char* s) {
+  char* end = nullptr;
+  double v = std::strtod(s, &end);
+  std::string suf = end ? end : "";
+  if (suf == "K" || suf == "k")
+    return static_cast<size_t>(v * 1024);
+  return static_cast<size_t>(v * 1048576);  // "", "M"
+}
 
-int main(int argc, char** argv) {
-  size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 64;
-  int reps = argc > 2 ? std::atoi(argv[2]) : 20;
-  size_t bytes = mib << 20;
-  std::vector<char> a(bytes), b(bytes), c(bytes);  // value-initialized: faulted
+std::vector<int> our_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set))
+        cpus.push_back(c);
+  }
+  return cpus;
+}
+
+void pin(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+using CopyFn = void (*)(char*, const char*, size_t);
+
+void libc_copy(char* dst, const char* src, size_t n) {
+  std::memcpy(dst, src, n);
+}
+
+// One thread per CPU, each copying its own buffers `copies` times per
+// sample, all released together; aggregate GB/s over the slowest thread.
+double all_cores(size_t bytes, int copies, int reps, CopyFn copy) {
+  auto cpus = our_cpus();
+  int t = static_cast<int>(cpus.size());
+  if (t < 2)
+    return NAN;
+  std::vector<double> agg;
+  std::vector<std::vector<char>> src(t), dst(t);
+  for (int i = 0; i < t; ++i) {
+    src[i].assign(bytes, 1);
+    dst[i].assign(bytes, 2);
+  }
+  for (int r = 0; r < reps + 1; ++r) {  // the first sample is a warm-up
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<double> secs(t);
+    std::vector<std::thread> th;
+    for (int i = 0; i < t; ++i) {
+      th.emplace_back([&, i] {
+        pin(cpus[i]);
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        auto t0 = Clock::now();
+        for (int k = 0; k < copies; ++k)
+          copy(dst[i].data(), src[i].data(), bytes);
+        secs[i] = seconds_since(t0);
+      });
+    }
+    while (ready.load() < t) {
+    }
+    go.store(true, std::memory_order_release);
+    for (auto& x : th)
+      x.join();
+    if (r > 0)
+      agg.push_back(static_cast<double>(bytes) * copies * t /
+                    *std::max_element(secs.begin(), secs.end()) / 1e9);
+  }
+  return median(agg);
+}
+
+// process_vm_readv of a child's buffer into ours; NAN if not permitted.
+double cma(size_t bytes, int copies, int reps) {
+  int to_parent[2], to_child[2];
+  if (pipe(to_parent) != 0 || pipe(to_child) != 0)
+    return NAN;
+  std::vector<char> mine(bytes, 3);
+  pid_t child = fork();
+  if (child == 0) {
+    std::vector<char> theirs(bytes, 4);
+    void* p = theirs.data();
+    if (write(to_parent[1], &p, sizeof(p)) != sizeof(p))
+      std::_Exit(1);
+    char c;
+    (void)!read(to_child[0], &c, 1);  // until the parent is done
+    std::_Exit(0);
+  }
+  void* remote = nullptr;
+  double res = NAN;
+  if (read(to_parent[0], &remote, sizeof(remote)) == sizeof(remote)) {
+    std::vector<double> gbps;
+    bool ok = true;
+    for (int r = 0; r < reps + 1 && ok; ++r) {
+      auto t0 = Clock::now();
+      for (int k = 0; k < copies && ok; ++k) {
+        iovec l{mine.data(), bytes}, rv{remote, bytes};
+        ok = process_vm_readv(child, &l, 1, &rv, 1, 0) ==
+             static_cast<ssize_t>(bytes);
+      }
+      if (r > 0)
+        gbps.push_back(static_cast<double>(bytes) * copies / seconds_since(t0) /
+                       1e9);
+    }
+    if (ok)
+      res = median(gbps);
+  }
+  (void)!write(to_child[1], "x", 1);
+  waitpid(child, nullptr, 0);
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]})
+    close(fd);
+  return res;
+}
+
+// Cross-core copies: a writer on our first CPU copies its private buffer
+// into a shared one whose lines the reader on our second CPU read last
+// round; then the reader copies the shared buffer (lines the writer just
+// wrote) into its own. Median GB/s of each side's copies: what staging
+// costs the owner and the receiver of a shared-memory collective. nt: the
+// writer uses streaming stores. {NAN, NAN} with fewer than 2 CPUs.
+struct XCore {
+  double write, read;
+};
+
+XCore xcore(size_t bytes, int rounds, CopyFn writer_copy) {
+  auto cpus = our_cpus();
+  if (cpus.size() < 2)
+    return {NAN, NAN};
+  std::vector<char> mine(bytes, 5), shared(bytes, 6), theirs(bytes, 7);
+  std::atomic<int> turn{0};  // even: the writer's, odd: the reader's
+  // At most ~2 s: on a busy machine every round waits for both threads to
+  // be scheduled. The writer decides when to stop (rounds = -1 to stop).
+  std::atomic<int> last{rounds};
+  auto deadline = Clock::now() + std::chrono::seconds(2);
+  std::vector<double> w, r;
+  std::thread reader([&] {
+    pin(cpus[1]);
+    for (int i = 0; i < last.load(); ++i) {
+      while (turn.load(std::memory_order_acquire) != 2 * i + 1) {
+        if (i >= last.load())
+          return;
+      }
+      auto t0 = Clock::now();
+      std::memcpy(theirs.data(), shared.data(), bytes);
+      r.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+      turn.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  std::thread writer([&] {
+    pin(cpus[0]);
+    for (int i = 0; i < rounds; ++i) {
+      while (turn.load(std::memory_order_acquire) != 2 * i) {
+      }
+      if (i >= 4 && Clock::now() > deadline) {
+        last.store(i);  // the reader stops at the same round
+        break;
+      }
+      auto t0 = Clock::now();
+      writer_copy(shared.data(), mine.data(), bytes);
+      w.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+      turn.store(2 * i + 1, std::memory_order_release);
+    }
+  });
+  writer.join();
+  reader.join();
+  // The first two rounds warm the buffers.
+  w.erase(w.begin(), w.begin() + std::min<size_t>(2, w.size()));
+  r.erase(r.begin(), r.begin() + std::min<size_t>(2, r.size()));
+  return {median(w), median(r)};
+}
+
+int size_mode(size_t bytes, int reps) {
+  // Copies per sample: at least 8 MiB of copying per clock read.
+  int copies = static_cast<int>(std::max<size_t>(1, (size_t(8) << 20) / bytes));
+  std::vector<char> a(bytes), b(bytes), c(bytes);  // value-initialized
   std::memset(a.data(), 1, bytes);
   std::memset(b.data(), 2, bytes);
   std::memset(c.data(), 3, bytes);
@@ -49,10 +272,28 @@ int main(int argc, char** argv) {
   std::vector<double> copy_gbps, add_gbps;
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
-    std::memcpy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(),
-                bytes);
-    copy_gbps.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    for (int k = 0; k < copies; ++k)
+      std::memcpy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(),
+                  bytes);
+    copy_gbps.push_back(static_cast<double>(bytes) * copies /
+                        seconds_since(t0) / 1e9);
   }
+  double nt = NAN;
+#if defined(__SSE2__)
+  {
+    std::vector<double> g;
+    size_t n64 = bytes / 64 * 64;  // vectors are 16-aligned (operator new)
+    for (int r = 0; r < reps + 1; ++r) {
+      auto t0 = Clock::now();
+      for (int k = 0; k < copies; ++k)
+        nt_copy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(), n64);
+      if (r > 0)
+        g.push_back(static_cast<double>(n64) * copies / seconds_since(t0) /
+                    1e9);
+    }
+    nt = median(g);
+  }
+#endif
   size_t nf = bytes / sizeof(float);
   auto* fa = reinterpret_cast<float*>(a.data());
   auto* fb = reinterpret_cast<float*>(b.data());
@@ -60,17 +301,125 @@ int main(int argc, char** argv) {
   add(fc, fa, fb, nf);
   for (int r = 0; r < reps; ++r) {
     auto t0 = Clock::now();
-    add(fc, fa, fb, nf);
-    add_gbps.push_back(static_cast<double>(bytes) / seconds_since(t0) / 1e9);
+    for (int k = 0; k < copies; ++k)
+      add(fc, fa, fb, nf);
+    add_gbps.push_back(static_cast<double>(bytes) * copies / seconds_since(t0) /
+                       1e9);
   }
   volatile char sink = c[bytes / 2] + a[bytes / 3];
   (void)sink;
+  int ncpu = static_cast<int>(our_cpus().size());
+  // The faster way for all cores at once too.
+  double all = all_cores(bytes, copies, std::max(3, reps / 4), libc_copy);
+#if defined(__SSE2__)
+  if (bytes % 64 == 0)
+    all =
+        std::max(all, all_cores(bytes, copies, std::max(3, reps / 4), nt_copy));
+#endif
+  double cm = cma(bytes, copies, std::max(3, reps / 4));
+  // Enough rounds for a steady median, fewer for big buffers.
+  int rounds = static_cast<int>(
+      std::clamp<size_t>((size_t(256) << 20) / bytes, 10, 400));
+  XCore xc = xcore(bytes, rounds, libc_copy), xn{NAN, NAN};
+#if defined(__SSE2__)
+  if (bytes % 64 == 0)
+    xn = xcore(bytes, rounds, nt_copy);
+#endif
+  auto num = [](double v) {
+    char s[32];
+    if (std::isnan(v))
+      return std::string("null");
+    std::snprintf(s, sizeof(s), "%.3f", v);
+    return std::string(s);
+  };
   std::printf(
-      "{\"buffer_mib\":%zu,\"reps\":%d,\"memcpy_best_gbps\":%.3f,"
-      "\"memcpy_median_gbps\":%.3f,\"add_best_gbps\":%.3f,"
-      "\"add_median_gbps\":%.3f,\"add_touched_median_gbps\":%.3f}\n",
-      mib, reps, *std::max_element(copy_gbps.begin(), copy_gbps.end()),
-      median(copy_gbps), *std::max_element(add_gbps.begin(), add_gbps.end()),
+      "{\"buffer_mib\":%.4g,\"buffer_bytes\":%zu,\"reps\":%d,"
+      "\"memcpy_best_gbps\":%.3f,\"memcpy_median_gbps\":%.3f,"
+      "\"nt_median_gbps\":%s,"
+      "\"cores\":%d,\"memcpy_all_cores_gbps\":%s,\"cma_median_gbps\":%s,"
+      "\"xcore_write_gbps\":%s,\"xcore_read_gbps\":%s,"
+      "\"xcore_nt_write_gbps\":%s,\"xcore_nt_read_gbps\":%s,"
+      "\"add_best_gbps\":%.3f,\"add_median_gbps\":%.3f,"
+      "\"add_touched_median_gbps\":%.3f}\n",
+      static_cast<double>(bytes) / 1048576.0, bytes, reps,
+      *std::max_element(copy_gbps.begin(), copy_gbps.end()), median(copy_gbps),
+      num(nt).c_str(), ncpu, num(all).c_str(), num(cm).c_str(),
+      num(xc.write).c_str(), num(xc.read).c_str(), num(xn.write).c_str(),
+      num(xn.read).c_str(), *std::max_element(add_gbps.begin(), add_gbps.end()),
       median(add_gbps), 3 * median(add_gbps));
   return 0;
+}
+
+// Two threads pass a turn back and forth `iters` times; returns ns per
+// handoff (half a round trip). yield: wait with sched_yield (same CPU).
+double bounce(int cpu_a, int cpu_b, int iters, bool yield) {
+  alignas(64) std::atomic<int> turn{0};
+  auto player = [&](int cpu, int me) {
+    pin(cpu);
+    for (int i = 0; i < iters; ++i) {
+      while (turn.load(std::memory_order_acquire) != me) {
+        if (yield)
+          sched_yield();
+      }
+      turn.store(1 - me, std::memory_order_release);
+    }
+  };
+  // Both on threads of their own: the caller's CPU mask stays as it was.
+  std::atomic<int> ready{0};
+  Clock::time_point t0;
+  auto start = [&](int cpu, int me) {
+    pin(cpu);
+    if (ready.fetch_add(1) == 1)
+      t0 = Clock::now();  // the second to arrive starts the clock
+    player(cpu, me);
+  };
+  std::thread a(start, cpu_a, 0), b(start, cpu_b, 1);
+  a.join();
+  b.join();
+  return seconds_since(t0) * 1e9 / (2.0 * iters);
+}
+
+// Many short batches: the best is the floor the machine allows, the median
+// what it gave most of the time (other work preempts long ones).
+int handoff_mode(int iters) {
+  auto cpus = our_cpus();
+  const int batches = 100, per = std::max(50, iters / batches);
+  std::vector<double> line, sw;
+  // At most ~3 s (a busy machine makes every handoff wait for a slice).
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  for (int r = 0; r < batches && (r < 3 || Clock::now() < deadline); ++r) {
+    if (cpus.size() >= 2)
+      line.push_back(bounce(cpus[0], cpus[1], per, false));
+    sw.push_back(bounce(cpus[0], cpus[0], per / 10 + 1, true));
+  }
+  std::sort(line.begin(), line.end());
+  std::sort(sw.begin(), sw.end());
+  auto num = [](const std::vector<double>& v, bool best) {
+    char s[32];
+    if (v.empty())
+      return std::string("null");
+    std::snprintf(s, sizeof(s), "%.1f", best ? v.front() : median(v));
+    return std::string(s);
+  };
+  std::printf(
+      "{\"handoff\":true,\"iters\":%d,\"line_oneway_median_ns\":%s,"
+      "\"line_oneway_best_ns\":%s,\"switch_median_ns\":%s,"
+      "\"switch_best_ns\":%s}\n",
+      iters, num(line, false).c_str(), num(line, true).c_str(),
+      num(sw, false).c_str(), num(sw, true).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "handoff")
+    return handoff_mode(argc > 2 ? std::atoi(argv[2]) : 200000);
+  size_t bytes = argc > 1 ? parse_size(argv[1]) : size_t(64) << 20;
+  int reps = argc > 2 ? std::atoi(argv[2]) : 20;
+  if (bytes < 64 || reps < 1) {
+    std::fprintf(stderr, "memcpy_bench: bad size or reps\n");
+    return 2;
+  }
+  return size_mode(bytes, reps);
 }

@@ -10,7 +10,10 @@
 // whole output), sum_scatter = MPI_Reduce_scatter_block (the reported size is
 // the whole input), broadcast = MPI_Bcast from rank 0, sendrecv = ping-pong
 // between ranks (0,1), (2,3)... reported as the one-way time, all_to_all =
-// MPI_Alltoall (the reported size is the whole input = the whole output).
+// MPI_Alltoall (the reported size is the whole input = the whole output),
+// all_to_allv = MPI_Alltoallv on jaccl-bench's counts (-p uniform|moe, see
+// tools/bench_pattern.h; the size is each rank's whole input).
+// --busy-thread R runs a computing thread in rank R's process (or all).
 //
 // Per size: buffers allocated and touched once, warm-up iterations, an
 // optional correctness check, MPI_Barrier, then the timed iterations
@@ -21,13 +24,16 @@
 // broadcast, sendrecv: algbw). One JSON object per size on rank 0's stdout.
 #include <mpi.h>
 
+#include "bench_pattern.h"
 #include "sweep_args.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +44,31 @@ using Clock = std::chrono::steady_clock;
 struct Options : bench::SweepArgs {
   bool first = false;
   std::string label = "openmpi";
+  std::string pattern = "moe";  // all_to_allv
+  std::string busy;             // --busy-thread
+  double min_ms = 0;            // --min-ms
 };
+
+// MPI_Alltoallv's arguments (elements of MPI_FLOAT) for one size.
+struct VCounts {
+  std::vector<int> send, sdispl, recv, rdispl;
+};
+
+VCounts vcounts(const std::string& pattern, size_t bytes, int n, int rank) {
+  VCounts v;
+  auto s = bench::a2av_send_counts(pattern, bytes, 4, n);
+  auto r = bench::a2av_recv_counts(pattern, bytes, 4, n, rank);
+  int so = 0, ro = 0;
+  for (int j = 0; j < n; ++j) {
+    v.send.push_back(static_cast<int>(s[static_cast<size_t>(j)] / 4));
+    v.sdispl.push_back(so);
+    so += v.send.back();
+    v.recv.push_back(static_cast<int>(r[static_cast<size_t>(j)] / 4));
+    v.rdispl.push_back(ro);
+    ro += v.recv.back();
+  }
+  return v;
+}
 
 // Exits (like CLI11_PARSE) on --help or bad usage.
 Options parse(int argc, char** argv) {
@@ -46,10 +76,17 @@ Options parse(int argc, char** argv) {
   CLI::App app{"mpi_bench: Open MPI collectives timed like jaccl-bench"};
   bench::add_sweep_options(app, o,
                            {"all_sum", "all_gather", "sum_scatter", "broadcast",
-                            "sendrecv", "all_to_all"});
+                            "sendrecv", "all_to_all", "all_to_allv"});
   app.add_flag("--first", o.first,
                "time start-up + one MPI_Allgather, then exit");
   app.add_option("--label", o.label, "library label in the JSON");
+  app.add_option("-p,--pattern", o.pattern, "all_to_allv counts: uniform, moe")
+      ->check(CLI::IsMember({"uniform", "moe"}));
+  app.add_option("--min-ms", o.min_ms,
+                 "time at least this long per size (as jaccl-bench's)");
+  app.add_option("--busy-thread", o.busy,
+                 "run a computing thread in this rank's process while timing "
+                 "(a rank number, or all)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -77,13 +114,13 @@ Shape shape(const std::string& op, size_t count, int n) {
     return {count / n, count / n * n, (nn - 1) / nn};
   if (op == "sum_scatter")
     return {count / n * n, count / n, (nn - 1) / nn};
-  if (op == "all_to_all")
+  if (op == "all_to_all" || op == "all_to_allv")  // all_to_allv: see main
     return {count / n * n, count / n * n, (nn - 1) / nn};
   return {count, count, 1};  // broadcast, sendrecv
 }
 
 void run_op(const std::string& op, std::vector<float>& in,
-            std::vector<float>& out, int rank, int n) {
+            std::vector<float>& out, int rank, int n, const VCounts& v) {
   if (op == "all_sum") {
     MPI_Allreduce(in.data(), out.data(), static_cast<int>(out.size()),
                   MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -98,6 +135,10 @@ void run_op(const std::string& op, std::vector<float>& in,
     const int per = static_cast<int>(in.size()) / n;
     MPI_Alltoall(in.data(), per, MPI_FLOAT, out.data(), per, MPI_FLOAT,
                  MPI_COMM_WORLD);
+  } else if (op == "all_to_allv") {
+    MPI_Alltoallv(in.data(), v.send.data(), v.sdispl.data(), MPI_FLOAT,
+                  out.data(), v.recv.data(), v.rdispl.data(), MPI_FLOAT,
+                  MPI_COMM_WORLD);
   } else if (op == "broadcast") {
     MPI_Bcast(out.data(), static_cast<int>(out.size()), MPI_FLOAT, 0,
               MPI_COMM_WORLD);
@@ -119,8 +160,20 @@ void run_op(const std::string& op, std::vector<float>& in,
 }
 
 size_t verify(const std::string& op, const std::vector<float>& out, int rank,
-              int n, size_t in_count) {
+              int n, size_t in_count, const VCounts& v) {
   size_t wrong = 0;
+  if (op == "all_to_allv") {  // block q: q's block `rank`, at its offset
+    for (int q = 0; q < n; ++q) {
+      const size_t off = static_cast<size_t>(v.sdispl[static_cast<size_t>(
+          rank)]);  // every sender's counts are alike
+      const size_t at = static_cast<size_t>(v.rdispl[static_cast<size_t>(q)]);
+      for (size_t j = 0;
+           j < static_cast<size_t>(v.recv[static_cast<size_t>(q)]); ++j)
+        wrong += out[at + j] !=
+                 static_cast<float>((static_cast<size_t>(q) + off + j) % 3);
+    }
+    return wrong;
+  }
   auto sum_at = [&](size_t i) {
     double s = 0;
     for (int r = 0; r < n; ++r)
@@ -160,6 +213,9 @@ int main(int argc, char** argv) {
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
+  std::optional<bench::BusyThread> busy;
+  if (!o.first && bench::busy_here(o.busy, rank))
+    busy.emplace();
 
   if (o.first) {
     // Start-up check: one 8-byte MPI_Allgather (what a bootstrap does).
@@ -180,7 +236,8 @@ int main(int argc, char** argv) {
   for (double s = static_cast<double>(std::max<size_t>(o.min_bytes, 4));
        s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor) {
     size_t b = static_cast<size_t>(s) / 4 * 4;
-    if (o.op == "all_gather" || o.op == "sum_scatter" || o.op == "all_to_all")
+    if (o.op == "all_gather" || o.op == "sum_scatter" || o.op == "all_to_all" ||
+        o.op == "all_to_allv")
       b = static_cast<size_t>(s) / (4 * static_cast<size_t>(n)) * 4 *
           static_cast<size_t>(n);
     if (b > 0 && (sizes.empty() || sizes.back() != b))
@@ -190,24 +247,43 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (size_t bytes : sizes) {
     Shape sh = shape(o.op, bytes / 4, n);
+    VCounts v;
+    if (o.op == "all_to_allv") {
+      v = vcounts(o.pattern, bytes, n, rank);
+      sh.out_count = static_cast<size_t>(v.rdispl.back() + v.recv.back());
+    }
     std::vector<float> in(sh.in_count), out(sh.out_count);
     fill(in, rank, 0);
     fill(out, 0, 0);  // broadcast source at rank 0; touches every page
     for (int i = 0; i < o.warmup; ++i)
-      run_op(o.op, in, out, rank, n);
+      run_op(o.op, in, out, rank, n, v);
     size_t wrong = 0;
     if (o.check) {
       fill(out, 0, 0);
-      run_op(o.op, in, out, rank, n);
-      wrong = verify(o.op, out, rank, n, sh.in_count);
+      run_op(o.op, in, out, rank, n, v);
+      wrong = verify(o.op, out, rank, n, sh.in_count, v);
+    }
+    int iters = o.iters;
+    if (o.min_ms > 0) {  // jaccl-bench's calibrating pass
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto c0 = Clock::now();
+      for (int i = 0; i < iters; ++i)
+        run_op(o.op, in, out, rank, n, v);
+      double ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - c0).count();
+      double slow = 0;
+      MPI_Allreduce(&ms, &slow, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      if (slow < o.min_ms)
+        iters = static_cast<int>(
+            std::min(1e7, std::ceil(iters * o.min_ms / std::max(slow, 1e-3))));
     }
     MPI_Barrier(MPI_COMM_WORLD);
     auto t0 = Clock::now();
-    for (int i = 0; i < o.iters; ++i)
-      run_op(o.op, in, out, rank, n);
+    for (int i = 0; i < iters; ++i)
+      run_op(o.op, in, out, rank, n, v);
     double us =
         std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
-        o.iters;
+        iters;
     if (o.op == "sendrecv")
       us /= 2;  // one-way
     double mine[2] = {us, static_cast<double>(wrong)};
@@ -233,9 +309,13 @@ int main(int argc, char** argv) {
             "\"backend\":\"%s\",\"bytes\":%zu,\"count\":%zu,"
             "\"min_us\":%.3f,\"avg_us\":%.3f,\"max_us\":%.3f,"
             "\"algbw_gbps\":%.6f,\"busbw_gbps\":%.6f,\"inplace\":false,"
-            "\"wrong\":%.0f}\n",
+            "\"busy_thread\":\"%s\",\"iters\":%d,%s\"wrong\":%.0f}\n",
             o.op.c_str(), n, o.label.c_str(), bytes, bytes / 4, tmin, tavg,
-            tmax, algbw, busbw, o.check ? wsum : -1.0);
+            tmax, algbw, busbw, o.busy.c_str(), iters,
+            o.op == "all_to_allv"
+                ? ("\"pattern\":\"" + o.pattern + "\",").c_str()
+                : "",
+            o.check ? wsum : -1.0);
       } else {
         std::printf("%12zu %12.2f %12.2f %12.2f %10.3f %10.3f %6.0f\n", bytes,
                     tmin, tavg, tmax, algbw, busbw, o.check ? wsum : -1.0);
@@ -243,6 +323,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  busy.reset();
   MPI_Finalize();
   if (failures && rank == 0)
     std::fprintf(stderr, "mpi_bench: %d sizes had wrong results\n", failures);

@@ -7,8 +7,14 @@
 # raises a ConfigError saying to install libfabric-dev.
 #
 #   -DJACCL_WITH_OFI=OFF   never build the ofi transport
+#   -DJACCL_OFI_SHM_LOCK_RESCUE=OFF   no shm lock rescue
+#     (src/transport/ofi/shm_lock_rescue.h: it writes into libfabric's
+#     private shm region header, and only runs on libfabric versions whose
+#     layout it knows; without it a rank SIGKILLed inside the provider's
+#     region lock can hang its peers)
 
 option(JACCL_WITH_OFI "Build the ofi (libfabric) transport when libfabric is found" ON)
+option(JACCL_OFI_SHM_LOCK_RESCUE "Release libfabric shm region locks a killed rank left held (known region layouts only)" ON)
 set(JACCL_HAVE_OFI OFF)
 
 if(JACCL_WITH_OFI)
@@ -23,6 +29,9 @@ if(JACCL_WITH_OFI)
     target_include_directories(jaccl PRIVATE ${JACCL_FABRIC_INCLUDE_DIR})
     target_link_libraries(jaccl PRIVATE ${CMAKE_DL_LIBS})
     target_compile_definitions(jaccl PRIVATE JACCL_HAVE_OFI=1)
+    if(JACCL_OFI_SHM_LOCK_RESCUE)
+      target_compile_definitions(jaccl PRIVATE JACCL_OFI_SHM_LOCK_RESCUE=1)
+    endif()
   endif()
 endif()
 

@@ -1,8 +1,10 @@
 // Copyright 2026 the jaccl authors.
 // The exception classes a jaccl error becomes in Python: <module>.Error (a
-// RuntimeError) and one subclass per kind. Shared by the jaccl module and
-// jaccl_torch, so a caller tells a lost peer from a timeout the same way
-// under both. Header-only: the two modules are built apart.
+// RuntimeError) and one subclass per kind, whose instances carry the
+// error's fields (kind, rank, peer, peers, address, errno, detail). Shared by
+// the jaccl module and jaccl_torch, so a caller tells a lost peer from a
+// timeout, and finds the rank, the same way under both. Header-only: the two
+// modules are built apart.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -42,6 +44,44 @@ class ErrorClasses {
     sub(ErrorKind::Usage, "UsageError",
         "The API was called wrongly (also a ValueError).", PyExc_ValueError);
     by_kind_[static_cast<int>(ErrorKind::Internal)] = base_;
+    // Class-level defaults, so every instance has the attributes (an error
+    // raised from Python by class name, a message-only error).
+    for (int k = 0; k < kKinds; ++k) {
+      py::handle cls(by_kind_[k]);
+      cls.attr("kind") = to_string(static_cast<ErrorKind>(k));
+      cls.attr("rank") = py::none();
+      cls.attr("peer") = py::none();
+      cls.attr("peers") = py::list();
+      cls.attr("address") = py::none();
+      cls.attr("errno") = py::none();
+      cls.attr("detail") = py::none();
+    }
+  }
+
+  // Sets the Python error indicator to an instance of e's class carrying
+  // e's fields: kind ("PeerLost"), rank, peer (None when unknown), peers
+  // (every rank involved), address, errno (None when absent), detail (the
+  // message without the "[jaccl] rank N:" prefix and the notes).
+  void set(const Error& e) const {
+    namespace py = pybind11;
+    PyObject* type = of(e.kind());
+    py::object x = py::reinterpret_borrow<py::object>(type)(e.what());
+    auto opt = [](int v, int none) {
+      return v == none ? py::object(py::none()) : py::object(py::int_(v));
+    };
+    x.attr("kind") = to_string(e.kind());
+    x.attr("rank") = opt(e.rank(), -1);
+    x.attr("peer") = opt(e.peer(), -1);
+    py::list peers;
+    for (int r : e.peers()) {
+      peers.append(r);
+    }
+    x.attr("peers") = peers;
+    x.attr("address") = e.address().empty() ? py::object(py::none())
+                                            : py::object(py::str(e.address()));
+    x.attr("errno") = opt(e.sys_errno(), 0);
+    x.attr("detail") = e.detail();
+    PyErr_SetObject(type, x.ptr());
   }
 
   // The class of `kind` (Error for Internal or an unknown kind).

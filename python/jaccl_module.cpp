@@ -34,7 +34,7 @@ PyObject* exception_type(ErrorKind kind) {
 }
 
 void set_python_error(const Error& e) {
-  PyErr_SetString(exception_type(e.kind()), e.what());
+  g_errors.set(e);
 }
 
 py::object make_exception(ErrorKind kind, const std::string& message) {
@@ -86,31 +86,6 @@ void GroupHandle::close(std::chrono::milliseconds wait) {
   g.swap(group_);
   lock.unlock();
   g.reset();
-}
-
-void GroupHandle::run(const std::function<void(Group&)>& fn) {
-  // Explicit save/restore rather than an RAII guard: on a daemon thread at
-  // interpreter exit, re-taking the GIL ends the thread, which must not
-  // happen inside a destructor.
-  std::exception_ptr error;
-  PyThreadState* ts = PyEval_SaveThread();
-  try {
-    std::lock_guard<std::timed_mutex> lock(mu_);
-    if (!group_) {
-      throw UsageError("[jaccl] this group was closed at interpreter exit");
-    }
-    fn(*group_);
-  } catch (...) {
-    error = std::current_exception();
-  }
-  PyEval_RestoreThread(ts);
-  if (error) {
-    std::rethrow_exception(error);
-  }
-  // A Ctrl-C that arrived while the collective ran is raised now.
-  if (PyErr_CheckSignals() != 0) {
-    throw py::error_already_set();
-  }
 }
 
 std::shared_ptr<GroupHandle> world_group() {

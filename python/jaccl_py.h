@@ -42,8 +42,10 @@ class GroupHandle {
   ~GroupHandle();
 
   // Runs fn(group) with the GIL released and the group's lock held, then
-  // raises KeyboardInterrupt etc. if a signal arrived meanwhile.
-  void run(const std::function<void(Group&)>& fn);
+  // raises KeyboardInterrupt etc. if a signal arrived meanwhile. A template:
+  // a std::function would allocate on every collective.
+  template <class F>
+  void run(F&& fn);
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::string backend_name() const { return backend_; }
@@ -61,6 +63,32 @@ class GroupHandle {
   int size_;
   std::string backend_;
 };
+
+template <class F>
+void GroupHandle::run(F&& fn) {
+  // Explicit save/restore rather than an RAII guard: on a daemon thread at
+  // interpreter exit, re-taking the GIL ends the thread, which must not
+  // happen inside a destructor.
+  std::exception_ptr error;
+  PyThreadState* ts = PyEval_SaveThread();
+  try {
+    std::lock_guard<std::timed_mutex> lock(mu_);
+    if (!group_) {
+      throw UsageError("[jaccl] this group was closed at interpreter exit");
+    }
+    fn(*group_);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  PyEval_RestoreThread(ts);
+  if (error) {
+    std::rethrow_exception(error);
+  }
+  // A Ctrl-C that arrived while the collective ran is raised now.
+  if (PyErr_CheckSignals() != 0) {
+    throw py::error_already_set();
+  }
+}
 
 // The world group (None if not initialized).
 std::shared_ptr<GroupHandle> world_group();

@@ -61,10 +61,13 @@ std::string dtype_str(const py::dtype& dt) {
 
 // The jaccl dtype of a numpy dtype, or TypeError naming it. "bfloat16" as
 // override (or ml_dtypes' bfloat16) reinterprets 2-byte data as bfloat16.
+// Reads the descriptor's fields: dtype.name is Python code in numpy, and
+// was most of a small collective's cost. Only user-defined dtypes (type
+// numbers from NPY_USERDEF on, such as ml_dtypes' bfloat16) are named.
 int jaccl_dtype(const py::dtype& dt, const py::object& override_,
                 const char* fn) {
-  std::string name = py::str(dt.attr("name")).cast<std::string>();
-  std::string order = py::str(dt.attr("byteorder")).cast<std::string>();
+  constexpr int kUserDefined = 256;  // NPY_USERDEF
+  auto name = [&] { return py::str(dt.attr("name")).cast<std::string>(); };
   if (!override_.is_none()) {
     std::string want = py::str(override_).cast<std::string>();
     if (want != "bfloat16") {
@@ -73,7 +76,7 @@ int jaccl_dtype(const py::dtype& dt, const py::object& override_,
                             "uint16 data as bfloat16), got '" +
                             want + "'");
     }
-    if (dt.itemsize() != 2 || (dt.kind() != 'u' && name != "bfloat16")) {
+    if (dt.itemsize() != 2 || (dt.kind() != 'u' && name() != "bfloat16")) {
       throw py::type_error(std::string("jaccl.") + fn +
                            ": dtype='bfloat16' needs uint16 data (the raw "
                            "bfloat16 bits), got " +
@@ -81,13 +84,14 @@ int jaccl_dtype(const py::dtype& dt, const py::object& override_,
     }
     return BFloat16;
   }
-  if (order == ">" || (order == "<" && !PY_LITTLE_ENDIAN)) {
+  const char order = dt.byteorder();
+  if (order == '>' || (order == '<' && !PY_LITTLE_ENDIAN)) {
     throw py::type_error(std::string("jaccl.") + fn +
                          ": non-native byte order is not supported (dtype " +
                          dtype_str(dt) + "); use arr.astype(arr.dtype." +
                          "newbyteorder('='))");
   }
-  if (name == "bfloat16" && dt.itemsize() == 2) {
+  if (dt.num() >= kUserDefined && dt.itemsize() == 2 && name() == "bfloat16") {
     return BFloat16;
   }
   switch (dt.kind()) {
@@ -144,6 +148,20 @@ std::vector<py::ssize_t> shape_of(const py::array& a) {
   return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
 }
 
+// A new C-contiguous array of a's dtype and shape, made by numpy from a's
+// shape directly (py::array's constructor copies it into two vectors).
+py::array empty_like(const py::array& a) {
+  auto& api = py::detail::npy_api::get();
+  PyObject* descr = a.dtype().release().ptr();  // stolen by NewFromDescr
+  PyObject* out = api.PyArray_NewFromDescr_(
+      api.PyArray_Type_, descr, static_cast<int>(a.ndim()), a.shape(), nullptr,
+      nullptr, 0, nullptr);
+  if (out == nullptr) {
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::array>(out);
+}
+
 size_t nbytes(const py::array& a) {
   return static_cast<size_t>(a.nbytes());
 }
@@ -168,7 +186,7 @@ py::array reduce(Op op, const py::object& x, const py::object& group,
   auto g = resolve_group(group);
   py::array in = as_array(x, fn);
   int dt = jaccl_dtype(in.dtype(), dtype, fn);
-  py::array out(in.dtype(), shape_of(in));
+  py::array out = empty_like(in);
   size_t n = nbytes(in);
   if (n == 0) {
     return out;
@@ -302,7 +320,7 @@ py::array broadcast(const py::object& x, int root, const py::object& group) {
   check_peer(*g, root, "broadcast", "root", true);
   py::array in = as_array(x, "broadcast");
   jaccl_dtype(in.dtype(), py::none(), "broadcast");
-  py::array out(in.dtype(), shape_of(in));
+  py::array out = empty_like(in);
   size_t n = nbytes(in);
   if (n == 0) {
     return out;

@@ -32,6 +32,6 @@ for kind in "${kinds[@]}"; do
   cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp"
   ctest --test-dir "$dir" --output-on-failure -j2 --timeout 600 -L "$label"
 done

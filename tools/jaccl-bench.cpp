@@ -7,7 +7,10 @@
 // rank's average time is gathered and min/avg/max across ranks reported with
 // algbw = bytes / time and busbw as nccl-tests defines it (all_sum: algbw *
 // 2(n-1)/n; all_gather, sum_scatter and all_to_all: algbw * (n-1)/n over
-// the whole buffer; broadcast and send/recv: algbw).
+// the whole buffer; broadcast and send/recv: algbw). all_to_allv (-p uniform
+// or moe, see bench_pattern.h): the size is each rank's whole input, busbw
+// as all_to_all's. --busy-thread R runs a computing thread in rank R's
+// process (or every rank's: all) while it is timed.
 #include <jaccl/jaccl.h>
 #include <CLI/CLI.hpp>
 
@@ -18,9 +21,11 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench_pattern.h"
 #include "sweep_args.h"
 
 namespace {
@@ -43,6 +48,9 @@ struct Options : bench::SweepArgs {
   std::string dtype = "float32";
   bool inplace = false;
   bool quiet = false;
+  std::string pattern = "moe";  // all_to_allv
+  std::string busy;             // --busy-thread
+  double min_ms = 0;            // --min-ms
 };
 
 // Bytes per rank buffer and busbw factor for an op, nccl-tests style. For
@@ -65,7 +73,7 @@ OpShape shape(const std::string& op, size_t size_bytes, int n) {
     size_t per = size_bytes / n;
     return {per * n, per, (nn - 1) / nn};
   }
-  if (op == "all_to_all")  // size() blocks in, size() blocks out
+  if (op == "all_to_all" || op == "all_to_allv")  // size() blocks each way
     return {size_bytes, size_bytes, (nn - 1) / nn};
   if (op == "broadcast" || op == "sendrecv")
     return {size_bytes, size_bytes, 1};
@@ -154,7 +162,8 @@ double value_at(const char* p, int dtype) {
 
 // Number of wrong elements in the result of one op.
 size_t verify(const std::string& op, const std::vector<char>& out, int dtype,
-              int rank, int n, size_t in_bytes, int root) {
+              int rank, int n, size_t in_bytes, int root,
+              const std::string& pattern) {
   size_t esz = jaccl::dtype_size(dtype);
   size_t wrong = 0;
   auto expect_at = [&](size_t i, size_t base_offset) -> double {
@@ -190,6 +199,18 @@ size_t verify(const std::string& op, const std::vector<char>& out, int dtype,
           value_at(out.data() + i * esz, dtype) !=
           static_cast<double>((q + static_cast<size_t>(rank) * per + j) % 3);
     }
+  } else if (op == "all_to_allv") {
+    // Block q of the output is rank q's block `rank`, at its offset there.
+    size_t at = 0;
+    for (int q = 0; q < n; ++q) {
+      size_t cnt = bench::a2av_send_counts(pattern, in_bytes, esz,
+                                           n)[static_cast<size_t>(rank)];
+      size_t off =
+          bench::a2av_send_offset(pattern, in_bytes, esz, n, rank) / esz;
+      for (size_t j = 0; j < cnt / esz; ++j, ++at)
+        wrong += value_at(out.data() + at * esz, dtype) !=
+                 static_cast<double>((static_cast<size_t>(q) + off + j) % 3);
+    }
   } else if (op == "broadcast") {
     for (size_t i = 0; i < out.size() / esz; ++i)
       wrong += value_at(out.data() + i * esz, dtype) !=
@@ -205,8 +226,14 @@ size_t verify(const std::string& op, const std::vector<char>& out, int dtype,
   return wrong;
 }
 
+// all_to_allv's counts for one size (empty for the other ops).
+struct Counts {
+  std::vector<size_t> send, recv;
+};
+
 void run_op(jaccl::Group& g, const std::string& op, std::vector<char>& in,
-            std::vector<char>& out, int dtype, bool inplace) {
+            std::vector<char>& out, int dtype, bool inplace,
+            const Counts& counts) {
   int rank = g.rank(), n = g.size();
   char* src = in.data();
   if (op == "all_sum") {
@@ -218,6 +245,8 @@ void run_op(jaccl::Group& g, const std::string& op, std::vector<char>& in,
     g.sum_scatter(src, inplace ? src : out.data(), out.size(), dtype);
   } else if (op == "all_to_all") {
     g.all_to_all(src, out.data(), in.size() / static_cast<size_t>(n));
+  } else if (op == "all_to_allv") {
+    g.all_to_allv(src, counts.send, out.data(), counts.recv);
   } else if (op == "broadcast") {
     g.broadcast(out.data(), out.size(), 0);
   } else if (op == "sendrecv") {
@@ -245,19 +274,32 @@ int main(int argc, char** argv) {
   CLI::App app{
       "jaccl-bench: collective latency and bandwidth (run it under "
       "jaccl-run)"};
-  bench::add_sweep_options(app, o,
-                           {"all_sum", "all_gather", "sum_scatter", "broadcast",
-                            "sendrecv", "barrier", "all_to_all"});
+  bench::add_sweep_options(
+      app, o,
+      {"all_sum", "all_gather", "sum_scatter", "broadcast", "sendrecv",
+       "barrier", "all_to_all", "all_to_allv"});
   app.add_option("-d,--dtype", o.dtype, "element type")
       ->check(CLI::IsMember(dtypes()));
   app.add_flag("-i,--inplace", o.inplace, "in-place operation");
   app.add_flag("-q,--quiet", o.quiet, "no progress lines");
+  app.add_option("-p,--pattern", o.pattern,
+                 "all_to_allv counts: uniform, or moe (Zipf-popular "
+                 "destinations, rank 0 hottest)")
+      ->check(CLI::IsMember({"uniform", "moe"}));
+  app.add_option("--busy-thread", o.busy,
+                 "run a computing thread in this rank's process while timing "
+                 "(a rank number, or all)");
+  app.add_option("--min-ms", o.min_ms,
+                 "time at least this long per size: after warm-up, a timed "
+                 "pass of -n calls sets the count (the slowest rank's time, "
+                 "so every rank runs as many)");
   std::string transport;
   app.add_option("-t,--transport", transport,
                  "auto, tcp, shm or ofi (default: JACCL_TRANSPORT)");
   CLI11_PARSE(app, argc, argv);
-  if (o.inplace && o.op == "all_to_all") {
-    std::fprintf(stderr, "jaccl-bench: all_to_all has no in-place form\n");
+  if (o.inplace && (o.op == "all_to_all" || o.op == "all_to_allv")) {
+    std::fprintf(stderr, "jaccl-bench: %s has no in-place form\n",
+                 o.op.c_str());
     return 2;
   }
 
@@ -271,6 +313,9 @@ int main(int argc, char** argv) {
       cfg.set_transport(transport);
     auto group = jaccl::init(cfg, /*strict=*/true);
     int rank = group->rank(), n = group->size();
+    std::optional<bench::BusyThread> busy;
+    if (bench::busy_here(o.busy, rank))
+      busy.emplace();
     if (rank == 0 && !o.json) {
       std::printf("# jaccl-bench %s %s, %d ranks, backend %s%s\n", o.op.c_str(),
                   o.dtype.c_str(), n, group->backend_name(),
@@ -297,6 +342,15 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       size_t size_bytes = sizes[k];
       OpShape sh = shape(o.op, size_bytes, n);
+      Counts counts;
+      if (o.op == "all_to_allv") {
+        counts.send = bench::a2av_send_counts(o.pattern, size_bytes, esz, n);
+        counts.recv =
+            bench::a2av_recv_counts(o.pattern, size_bytes, esz, n, rank);
+        sh.out_bytes = 0;
+        for (size_t c : counts.recv)
+          sh.out_bytes += c;
+      }
       std::vector<char> in(sh.in_bytes), out(sh.out_bytes);
       fill(in, dtype, rank, 0);
       if (o.op == "broadcast") {
@@ -307,7 +361,7 @@ int main(int argc, char** argv) {
       if (o.inplace && o.op == "all_gather")
         std::memcpy(out.data() + rank * in.size(), in.data(), in.size());
       for (int i = 0; i < o.warmup; ++i) {
-        run_op(*group, o.op, in, out, dtype, o.inplace);
+        run_op(*group, o.op, in, out, dtype, o.inplace, counts);
         if (o.inplace && o.op == "all_sum")
           fill(out, dtype, rank, 0);
         if (o.op == "broadcast")
@@ -320,21 +374,38 @@ int main(int argc, char** argv) {
         fill(out, dtype, rank, 0);
         if (o.inplace && o.op == "all_gather")
           std::memcpy(out.data() + rank * in.size(), in.data(), in.size());
-        run_op(*group, o.op, in, out, dtype, o.inplace);
+        run_op(*group, o.op, in, out, dtype, o.inplace, counts);
         const std::vector<char>& res =
             (o.inplace && o.op == "sum_scatter") ? in : out;
         std::vector<char> view(res.begin(),
                                res.begin() + static_cast<long>(sh.out_bytes));
-        wrong = verify(o.op, view, dtype, rank, n, sh.in_bytes, 0);
+        wrong = verify(o.op, view, dtype, rank, n, sh.in_bytes, 0, o.pattern);
+      }
+      int iters = o.iters;
+      if (o.min_ms > 0) {
+        // A calibrating pass; the count must be the same on every rank.
+        group->barrier();
+        auto c0 = Clock::now();
+        for (int i = 0; i < iters; ++i)
+          run_op(*group, o.op, in, out, dtype, o.inplace, counts);
+        double ms[1] = {
+            std::chrono::duration<double, std::milli>(Clock::now() - c0)
+                .count()};
+        std::vector<double> all_ms(static_cast<size_t>(n));
+        group->all_gather(ms, all_ms.data(), sizeof(ms));
+        double slow = *std::max_element(all_ms.begin(), all_ms.end());
+        if (slow < o.min_ms)
+          iters = static_cast<int>(std::min(
+              1e7, std::ceil(iters * o.min_ms / std::max(slow, 1e-3))));
       }
       group->barrier();
       auto t0 = Clock::now();
-      for (int i = 0; i < o.iters; ++i) {
-        run_op(*group, o.op, in, out, dtype, o.inplace);
+      for (int i = 0; i < iters; ++i) {
+        run_op(*group, o.op, in, out, dtype, o.inplace, counts);
       }
       double us =
           std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
-          o.iters;
+          iters;
       if (o.op == "sendrecv")
         us /= 2;  // one-way
       double mine[2] = {us, static_cast<double>(wrong)};
@@ -366,7 +437,11 @@ int main(int argc, char** argv) {
                            {"algbw_gbps", algbw},
                            {"busbw_gbps", busbw},
                            {"inplace", o.inplace},
+                           {"busy_thread", o.busy},
+                           {"iters", iters},
                            {"wrong", o.check ? wsum : -1}};
+          if (o.op == "all_to_allv")
+            j["pattern"] = o.pattern;
           std::printf("%s\n", j.dump().c_str());
         } else {
           std::printf(

@@ -1,17 +1,34 @@
 """One rank of the benchmark of bench/sections/torch.py (kept out of
 bench/sections, where torch.py would shadow the torch package).
 
-torch.distributed.all_reduce (float32, SUM) on three process groups of the
-same ranks, alternated size by size and repetition by repetition so load
-changes hit them alike: "jaccl" (auto: shared memory on one host), "jaccl"
-with JACCL_TRANSPORT=tcp, and "gloo". Then one DDP step of a small MLP on
-jaccl and on gloo. Rank 0 prints one JSON line per measurement.
+torch.distributed.all_reduce (float32, SUM) in a steady loop on three
+process groups of the same ranks: "jaccl" (auto: shared memory on one host;
+timed as a synchronous call and as async_op=True + wait()), "jaccl" with
+JACCL_TRANSPORT=tcp, and "gloo". Per size:
+
+- warm-up: each series runs until it has made JT_WARM_CALLS calls and spent
+  JT_WARM_SECONDS (jaccl's shm group times its first calls of a size class
+  to pick how it copies, so the warm-up covers that too);
+- the warm-up's per-call time sizes each series' timed loop to about
+  JT_REP_SECONDS (at least 3 calls); ranks agree on the counts (the max);
+- JT_REPS repetitions, the series alternated inside each repetition in a
+  rotating order so that load changes hit them alike; a barrier on the gloo
+  group before each timed loop.
+
+With JT_RT=1 (bench/compare --rt) every thread of the rank runs under
+SCHED_FIFO while it measures, set once the groups exist and undone before
+they are torn down: the c10d TCPStore's client thread busy-polls once rank
+0 (its server) has exited, which under SCHED_FIFO starves the rank's own
+exit on a 2-core machine.
+
+Rank 0 prints one JSON line per size: for each series the per-call time of
+every repetition (seconds; the mean of its timed loop) and their median.
+Then one DDP step of a small MLP on jaccl and on gloo.
 """
 import gc
 import json
 import os
 import statistics
-import sys
 import time
 from datetime import timedelta
 
@@ -22,6 +39,10 @@ import jaccl_torch  # noqa: F401  (registers "jaccl")
 
 QUICK = os.environ.get("JT_QUICK") == "1"
 REPS = int(os.environ.get("JT_REPS", "5"))
+REP_SECONDS = float(os.environ.get("JT_REP_SECONDS", "0.05" if QUICK else "0.2"))
+WARM_CALLS = int(os.environ.get("JT_WARM_CALLS", "10"))
+WARM_SECONDS = float(os.environ.get("JT_WARM_SECONDS", "0.05" if QUICK else "0.2"))
+MAX_CALLS = 100000
 
 
 def emit(**kw):
@@ -35,20 +56,104 @@ def sizes():
     return [s for s in out if not QUICK or s <= 4 * m]
 
 
-def iters_for(nbytes):
-    if nbytes <= 64 << 10:
-        return 10 if QUICK else 50
-    if nbytes <= 4 << 20:
-        return 4 if QUICK else 10
-    return 2 if QUICK else 3
+def caller(t, group, asynchronous):
+    if asynchronous:
+        return lambda: dist.all_reduce(t, group=group, async_op=True).wait()
+    return lambda: dist.all_reduce(t, group=group)
 
 
-def time_allreduce(t, group, iters):
-    dist.all_reduce(t, group=group)  # warm-up / sync
+def set_fifo(on):
+    """SCHED_FIFO priority 10 (on) or SCHED_OTHER for every thread."""
+    policy = os.SCHED_FIFO if on else os.SCHED_OTHER
+    param = os.sched_param(10 if on else 0)
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setscheduler(int(tid), policy, param)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def agree(values, group):
+    """The element-wise max over the ranks: every rank must make the same
+    number of calls."""
+    t = torch.tensor(values, dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return t.tolist()
+
+
+def warm_up(call, gloo):
+    """WARM_CALLS calls, then as many more as fill WARM_SECONDS (the same
+    count on every rank); returns the per-call seconds of the later calls
+    (the first calls of a size pay for allocation and jaccl's choice of
+    how to copy)."""
+    half = max(1, WARM_CALLS // 2)
     t0 = time.perf_counter()
-    for _ in range(iters):
-        dist.all_reduce(t, group=group)
-    return (time.perf_counter() - t0) / iters
+    for _ in range(half):
+        call()
+    t1 = time.perf_counter()
+    for _ in range(WARM_CALLS - half):
+        call()
+    t2 = time.perf_counter()
+    per = (t2 - t1) / max(1, WARM_CALLS - half)
+    left = WARM_SECONDS - (t2 - t0)
+    extra = agree([int(left / per) if left > 0 else 0], gloo)[0]
+    extra = min(extra, MAX_CALLS)
+    if extra > 0:
+        per = timed(call, extra)
+    return per
+
+
+def timed(call, calls):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        call()
+    return (time.perf_counter() - t0) / calls
+
+
+def main():
+    dist.init_process_group("jaccl", timeout=timedelta(seconds=300))
+    os.environ["JACCL_TRANSPORT"] = "tcp"  # read when the next group is made
+    jtcp = dist.new_group(backend="jaccl")
+    gloo = dist.new_group(backend="gloo")
+    world = dist.group.WORLD
+    # (name, group, async_op)
+    series = [("jaccl", world, False), ("jaccl-async", world, True),
+              ("jaccl-tcp", jtcp, False), ("gloo", gloo, False)]
+    emit(planes={"jaccl": jaccl_torch.data_plane(world),
+                 "jaccl-tcp": jaccl_torch.data_plane(jtcp)},
+         inline_bytes=jaccl_torch.inline_bytes(),
+         method={"reps": REPS, "rep_seconds": REP_SECONDS,
+                 "warm_calls": WARM_CALLS, "warm_seconds": WARM_SECONDS})
+    rt = os.environ.get("JT_RT") == "1"
+    dist.barrier(group=gloo)
+    if rt:
+        set_fifo(True)
+    for nbytes in sizes():
+        t = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+        calls = {}
+        for name, g, a in series:
+            dist.barrier(group=gloo)
+            per = warm_up(caller(t, g, a), gloo)
+            calls[name] = int(min(MAX_CALLS, max(3, REP_SECONDS / per)))
+        agreed = agree([calls[s[0]] for s in series], gloo)
+        calls = {s[0]: c for s, c in zip(series, agreed)}
+        runs = {s[0]: [] for s in series}
+        for rep in range(REPS):
+            k = rep % len(series)
+            for name, g, a in series[k:] + series[:k]:
+                dist.barrier(group=gloo)
+                runs[name].append(timed(caller(t, g, a), calls[name]))
+        emit(op="all_reduce", bytes=nbytes, calls=calls, reps=runs,
+             **{k: statistics.median(v) for k, v in runs.items()})
+    steps = 3 if QUICK else 10
+    for name, g in (("jaccl", world), ("gloo", gloo)):
+        sec, params = ddp_step_time(g, steps)
+        emit(op="ddp_step", lib=name, seconds=sec, params=params)
+    if rt:
+        set_fifo(False)
+    emit(rt=rt)
+    gc.collect()  # DDP's cycles hold the groups (see torch/tests/rank_main.py)
+    dist.destroy_process_group()
 
 
 def ddp_step_time(group, steps):
@@ -71,30 +176,6 @@ def ddp_step_time(group, steps):
             times.append(time.perf_counter() - t0)
     params = sum(p.numel() for p in net.parameters())
     return statistics.median(times), params
-
-
-def main():
-    dist.init_process_group("jaccl", timeout=timedelta(seconds=120))
-    os.environ["JACCL_TRANSPORT"] = "tcp"  # read when the next group is made
-    groups = {"jaccl": dist.group.WORLD,
-              "jaccl-tcp": dist.new_group(backend="jaccl"),
-              "gloo": dist.new_group(backend="gloo")}
-    emit(planes={k: jaccl_torch.data_plane(g) for k, g in groups.items()
-                 if k != "gloo"})
-    for nbytes in sizes():
-        t = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
-        runs = {k: [] for k in groups}
-        for _ in range(REPS):
-            for name, g in groups.items():
-                runs[name].append(time_allreduce(t, g, iters_for(nbytes)))
-        emit(op="all_reduce", bytes=nbytes,
-             **{k: statistics.median(v) for k, v in runs.items()})
-    steps = 3 if QUICK else 10
-    for name in ("jaccl", "gloo"):
-        sec, params = ddp_step_time(groups[name], steps)
-        emit(op="ddp_step", lib=name, seconds=sec, params=params)
-    gc.collect()  # DDP's cycles hold the groups (see torch/tests/rank_main.py)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ void register_exceptions(py::module_& m) {
       if (p)
         std::rethrow_exception(p);
     } catch (const jaccl::Error& e) {
-      PyErr_SetString(g_errors.of(e.kind()), e.what());
+      g_errors.set(e);
     }
   });
 }
@@ -77,6 +77,18 @@ PYBIND11_MODULE(jaccl_torch, m) {
         jaccl_torch::ProcessGroupJaccl::shutdown_all();
       },
       "Stops every jaccl process group's worker (registered with atexit).");
+  m.def(
+      "set_inline_bytes",
+      [](size_t n) { jaccl_torch::ProcessGroupJaccl::set_inline_bytes(n); },
+      py::arg("n"),
+      "Ops of at most n bytes run on the calling thread when their group has "
+      "nothing queued or running, and return a completed Work (default 64 "
+      "KiB); larger ones run on the group's worker thread, so that an "
+      "async_op=True call returns at once. 0 sends every op to the worker.");
+  m.def(
+      "inline_bytes",
+      [] { return jaccl_torch::ProcessGroupJaccl::inline_bytes(); },
+      "The limit set_inline_bytes() sets.");
   // At exit, while the interpreter is whole: a worker dropping a Python
   // tensor later would take the GIL during finalization.
   py::module_::import("atexit").attr("register")(m.attr("_shutdown"));

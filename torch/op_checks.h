@@ -161,6 +161,13 @@ size_t nbytes(const at::Tensor& t) {
   return static_cast<size_t>(t.numel()) * t.element_size();
 }
 
+size_t list_bytes(const std::vector<at::Tensor>& list) {
+  size_t n = 0;
+  for (const auto& t : list)
+    n += nbytes(t);
+  return n;
+}
+
 // ---- buffers (on the worker thread) -------------------------------------
 
 // A contiguous view of t: t itself when it is contiguous (jaccl gets its data
@@ -209,29 +216,6 @@ void splits(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
     offsets[r] = off;
     off += counts[r];
   }
-}
-
-// An exception of the jaccl class for kind with message.
-std::exception_ptr same_kind(jaccl::ErrorKind kind,
-                             const std::string& message) {
-  using K = jaccl::ErrorKind;
-  switch (kind) {
-    case K::Config:
-      return std::make_exception_ptr(jaccl::ConfigError(message));
-    case K::Timeout:
-      return std::make_exception_ptr(jaccl::TimeoutError(message));
-    case K::PeerLost:
-      return std::make_exception_ptr(jaccl::PeerLostError(message));
-    case K::Protocol:
-      return std::make_exception_ptr(jaccl::ProtocolError(message));
-    case K::Io:
-      return std::make_exception_ptr(jaccl::IoError(message));
-    case K::Usage:
-      return std::make_exception_ptr(jaccl::UsageError(message));
-    case K::Internal:
-      break;
-  }
-  return std::make_exception_ptr(jaccl::Error(kind, message));
 }
 
 std::string what_of(const std::exception& e) {

@@ -20,18 +20,43 @@ using c10d::ReduceOp;
 
 JacclWork::JacclWork(int rank, c10d::OpType type,
                      std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type),
-      outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+    : c10d::Work(rank, type), outputs_(std::move(outputs)) {}
+
+void JacclWork::settle(c10::ivalue::Future& future) {
+  if (exception_) {
+    future.setError(exception_);
+  } else {
+    future.markCompleted(c10::IValue(outputs_));
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> JacclWork::getFuture() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (future_)
+    return future_;
+  future_ =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  auto future = future_;
+  if (completed_) {
+    lock.unlock();  // settle() runs the future's callbacks
+    settle(*future);
+  }
+  return future;
+}
 
 void JacclWork::complete(std::exception_ptr error) {
-  finish(error);
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    // As Work::finish, and in the same step the future to settle: one made
+    // later is settled by getFuture().
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = error;
+    future = future_;
   }
+  cv_.notify_all();
+  if (future)
+    settle(*future);
 }
 
 // ---- the process group ----------------------------------------------------
@@ -95,51 +120,89 @@ void ProcessGroupJaccl::shutdown_all() {
     pg->shutdown();
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::enqueue(
+namespace {
+
+// Runs an op on this thread, completing its Work with the outcome.
+template <class F>
+void run_op(JacclWork& work, const char* name, F& run) {
+  std::exception_ptr error;
+  try {
+    run();
+  } catch (const jaccl::Error& e) {
+    // Of the same kind and fields, so that Python sees
+    // jaccl_torch.<Kind>Error (module.cpp) with e's rank and peers.
+    error = jaccl::with_context(e, std::string("jaccl_torch: ") + name +
+                                       " failed: ");
+  } catch (const std::exception& e) {
+    // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
+    error = std::make_exception_ptr(std::runtime_error(
+        std::string("jaccl_torch: ") + name + " failed: " + what_of(e)));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  work.complete(error);
+}
+
+}  // namespace
+
+template <class F>
+c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
     c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
-    std::function<void()> run) {
+    size_t bytes, F&& run) {
   auto work = c10::make_intrusive<JacclWork>(rank_, type, std::move(outputs));
+  const bool small = bytes <= inline_bytes();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     TORCH_CHECK(!stop_, "jaccl_torch: ", name,
                 ": the process group is shut down (destroyed, or the "
                 "interpreter is exiting)");
-    queue_.push_back(Task{work, name, std::move(run)});
+    if (!small || busy_ || !queue_.empty()) {
+      queue_.push_back(Task{work, name, std::forward<F>(run)});
+      lock.unlock();
+      cv_.notify_one();
+      return work;
+    }
+    busy_ = true;  // ops issued meanwhile queue up behind this one
   }
-  cv_.notify_one();
+  {
+    // Ops copy into and out of user tensors: data movement, not something
+    // autograd should record.
+    at::NoGradGuard no_grad;
+    run_op(*work, name, run);
+  }
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    queued = !queue_.empty();
+  }
+  if (queued)
+    cv_.notify_one();
   return work;
 }
 
 void ProcessGroupJaccl::worker_loop() {
-  // Ops copy into and out of user tensors (non-contiguous ones, lists):
-  // that is data movement, not something autograd should record.
   at::NoGradGuard no_grad;
   for (;;) {
     Task task;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      // An inline op (busy_) runs before anything queued after it.
+      cv_.wait(lock, [&] {
+        return (!busy_ && !queue_.empty()) || (stop_ && queue_.empty());
+      });
       if (queue_.empty())
         return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
-    std::exception_ptr error;
-    try {
-      task.run();
-    } catch (const jaccl::Error& e) {
-      // Of the same kind, so that Python sees jaccl_torch.<Kind>Error
-      // (module.cpp) and can tell a lost peer from a timeout.
-      error = same_kind(e.kind(), std::string("jaccl_torch: ") + task.name +
-                                      " failed: " + e.what());
-    } catch (const std::exception& e) {
-      // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
-      error = std::make_exception_ptr(std::runtime_error(
-          std::string("jaccl_torch: ") + task.name + " failed: " + what_of(e)));
-    } catch (...) {
-      error = std::current_exception();
+    run_op(*task.work, task.name, task.run);
+    task = Task{};  // the op's tensors are dropped before the next op starts
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
     }
-    task.work->complete(error);
   }
 }
 
@@ -192,12 +255,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "all_reduce");
   check_reducible(t, opts.reduceOp, "all_reduce");
-  return enqueue(c10d::OpType::ALLREDUCE, "all_reduce", {t},
-                 [this, t, op = opts.reduceOp] {
-                   Dense d(t);
-                   allreduce_dense(d.t, op);
-                   d.write_back();
-                 });
+  return submit(c10d::OpType::ALLREDUCE, "all_reduce", {t}, nbytes(t),
+                [this, t, op = opts.reduceOp] {
+                  Dense d(t);
+                  allreduce_dense(d.t, op);
+                  d.write_back();
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce(
@@ -208,13 +271,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce(
   const int root = static_cast<int>(opts.rootRank);
   // An all-reduce; ranks other than the root reduce a copy, so their tensor
   // keeps its input.
-  return enqueue(c10d::OpType::REDUCE, "reduce", {t},
-                 [this, t, root, op = opts.reduceOp] {
-                   Dense d(t, /*copy=*/rank_ != root);
-                   allreduce_dense(d.t, op);
-                   if (rank_ == root)
-                     d.write_back();
-                 });
+  return submit(c10d::OpType::REDUCE, "reduce", {t}, nbytes(t),
+                [this, t, root, op = opts.reduceOp] {
+                  Dense d(t, /*copy=*/rank_ != root);
+                  allreduce_dense(d.t, op);
+                  if (rank_ == root)
+                    d.write_back();
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::broadcast(
@@ -223,12 +286,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::broadcast(
   check_cpu(t, "broadcast");
   check_root(opts.rootRank, size_, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
-  return enqueue(c10d::OpType::BROADCAST, "broadcast", {t}, [this, t, root] {
-    Dense d(t);
-    group_->broadcast(d.ptr(), d.bytes(), root);
-    if (rank_ != root)
-      d.write_back();
-  });
+  return submit(c10d::OpType::BROADCAST, "broadcast", {t}, nbytes(t),
+                [this, t, root] {
+                  Dense d(t);
+                  group_->broadcast(d.ptr(), d.bytes(), root);
+                  if (rank_ != root)
+                    d.write_back();
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allgather(
@@ -241,16 +305,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allgather(
               outputs.size());
   const std::vector<at::Tensor> outs = outputs[0];
   check_list(outs, in, size_, "all_gather", "the output list");
-  return enqueue(c10d::OpType::ALLGATHER, "all_gather", outs, [this, in, outs] {
-    Dense d(in);
-    // The list's tensors are separate buffers: gather into
-    // one, then copy each part out.
-    at::Tensor all = at::empty({size_, in.numel()}, in.options());
-    group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
-    for (int r = 0; r < size_; ++r) {
-      outs[r].copy_(all[r].view(outs[r].sizes()));
-    }
-  });
+  return submit(c10d::OpType::ALLGATHER, "all_gather", outs, nbytes(in) * size_,
+                [this, in, outs] {
+                  Dense d(in);
+                  // The list's tensors are separate buffers: gather into
+                  // one, then copy each part out.
+                  at::Tensor all = at::empty({size_, in.numel()}, in.options());
+                  group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
+                  for (int r = 0; r < size_; ++r) {
+                    outs[r].copy_(all[r].view(outs[r].sizes()));
+                  }
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_allgather_base(
@@ -264,13 +329,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_allgather_base(
               "jaccl_torch: all_gather_into_tensor: output has ",
               output.numel(), " elements, expected ", size_, " x ",
               input.numel());
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor",
-                 {output}, [this, in = input, out = output] {
-                   Dense din(in, /*copy=*/in.is_alias_of(out));
-                   Dense dout(out);
-                   group_->all_gather(din.ptr(), dout.ptr(), din.bytes());
-                   dout.write_back();
-                 });
+  return submit(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor",
+                {output}, nbytes(output), [this, in = input, out = output] {
+                  Dense din(in, /*copy=*/in.is_alias_of(out));
+                  Dense dout(out);
+                  group_->all_gather(din.ptr(), dout.ptr(), din.bytes());
+                  dout.write_back();
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::gather(
@@ -292,16 +357,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::gather(
                 "jaccl_torch: gather: only the root passes a gather list");
   }
   // An all-gather (jaccl has no gather); the root copies the parts out.
-  return enqueue(c10d::OpType::GATHER, "gather", outs, [this, in, outs, root] {
-    Dense d(in);
-    at::Tensor all = at::empty({size_, in.numel()}, in.options());
-    group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
-    if (rank_ != root)
-      return;
-    for (int r = 0; r < size_; ++r) {
-      outs[r].copy_(all[r].view(outs[r].sizes()));
-    }
-  });
+  return submit(c10d::OpType::GATHER, "gather", outs, nbytes(in) * size_,
+                [this, in, outs, root] {
+                  Dense d(in);
+                  at::Tensor all = at::empty({size_, in.numel()}, in.options());
+                  group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
+                  if (rank_ != root)
+                    return;
+                  for (int r = 0; r < size_; ++r) {
+                    outs[r].copy_(all[r].view(outs[r].sizes()));
+                  }
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::scatter(
@@ -324,23 +390,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::scatter(
                 "jaccl_torch: scatter: only the root passes a scatter list");
   }
   // jaccl has no scatter: the root sends each rank its part, in rank order.
-  return enqueue(c10d::OpType::SCATTER, "scatter", {out},
-                 [this, out, ins, root] {
-                   if (rank_ != root) {
-                     Dense d(out);
-                     group_->recv(d.ptr(), d.bytes(), root);
-                     d.write_back();
-                     return;
-                   }
-                   for (int r = 0; r < size_; ++r) {
-                     if (r == root) {
-                       out.copy_(ins[r].view(out.sizes()));
-                       continue;
-                     }
-                     Dense d(ins[r]);
-                     group_->send(d.ptr(), d.bytes(), r);
-                   }
-                 });
+  return submit(c10d::OpType::SCATTER, "scatter", {out}, nbytes(out) * size_,
+                [this, out, ins, root] {
+                  if (rank_ != root) {
+                    Dense d(out);
+                    group_->recv(d.ptr(), d.bytes(), root);
+                    d.write_back();
+                    return;
+                  }
+                  for (int r = 0; r < size_; ++r) {
+                    if (r == root) {
+                      out.copy_(ins[r].view(out.sizes()));
+                      continue;
+                    }
+                    Dense d(ins[r]);
+                    group_->send(d.ptr(), d.bytes(), r);
+                  }
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce_scatter(
@@ -354,9 +420,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::reduce_scatter(
               inputs.size());
   const std::vector<at::Tensor> ins = inputs[0];
   check_list(ins, out, size_, "reduce_scatter", "the input list");
-  return enqueue(
+  return submit(
       c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out},
-      [this, out, ins, op = opts.reduceOp] {
+      nbytes(out) * size_, [this, out, ins, op = opts.reduceOp] {
         // jaccl reduces one buffer: the list is copied into it.
         at::Tensor flat = at::empty({size_, out.numel()}, out.options());
         for (int r = 0; r < size_; ++r) {
@@ -377,9 +443,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::_reduce_scatter_base(
   TORCH_CHECK(input.numel() == output.numel() * size_,
               "jaccl_torch: reduce_scatter_tensor: input has ", input.numel(),
               " elements, expected ", size_, " x ", output.numel());
-  return enqueue(
+  return submit(
       c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output},
-      [this, in = input, out = output, op = opts.reduceOp] {
+      nbytes(input), [this, in = input, out = output, op = opts.reduceOp] {
         // The fallback reductions work in place: they get a copy,
         // as does an input that shares memory with the output.
         const bool sum = op.op_ == ReduceOp::SUM || op.op_ == ReduceOp::AVG;
@@ -416,16 +482,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall_base(
   std::vector<size_t> send_n, send_off, recv_n, recv_off;
   splits(input, input_split_sizes, size_, "input", send_n, send_off);
   splits(output, output_split_sizes, size_, "output", recv_n, recv_off);
-  return enqueue(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
-                 [this, in = input, out = output, send_n, recv_n] {
-                   // Split sizes pack the blocks back to back along dim 0: one
-                   // all_to_allv, whose counts check names a rank whose split
-                   // sizes disagree with its peer's.
-                   Dense din(in, /*copy=*/in.is_alias_of(out));
-                   Dense dout(out);
-                   group_->all_to_allv(din.ptr(), send_n, dout.ptr(), recv_n);
-                   dout.write_back();
-                 });
+  return submit(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {output},
+                std::max(nbytes(input), nbytes(output)),
+                [this, in = input, out = output, send_n, recv_n] {
+                  // Split sizes pack the blocks back to back along dim 0: one
+                  // all_to_allv, whose counts check names a rank whose split
+                  // sizes disagree with its peer's.
+                  Dense din(in, /*copy=*/in.is_alias_of(out));
+                  Dense dout(out);
+                  group_->all_to_allv(din.ptr(), send_n, dout.ptr(), recv_n);
+                  dout.write_back();
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall(
@@ -442,22 +509,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::alltoall(
                     outputs[r].scalar_type() == inputs[0].scalar_type(),
                 "jaccl_torch: all_to_all: tensors of different dtypes");
   }
-  return enqueue(c10d::OpType::ALLTOALL, "all_to_all", outputs,
-                 [this, ins = inputs, outs = outputs] {
-                   std::vector<Dense> din, dout;
-                   din.reserve(size_);
-                   dout.reserve(size_);
-                   std::vector<PeerBlock> blocks(size_);
-                   for (int r = 0; r < size_; ++r) {
-                     din.emplace_back(ins[r], ins[r].is_alias_of(outs[r]));
-                     dout.emplace_back(outs[r]);
-                     blocks[r] = {din[r].ptr(), din[r].bytes(), dout[r].ptr(),
-                                  dout[r].bytes()};
-                   }
-                   all_to_all_blocks(*group_, blocks);
-                   for (auto& d : dout)
-                     d.write_back();
-                 });
+  return submit(c10d::OpType::ALLTOALL, "all_to_all", outputs,
+                list_bytes(inputs), [this, ins = inputs, outs = outputs] {
+                  std::vector<Dense> din, dout;
+                  din.reserve(size_);
+                  dout.reserve(size_);
+                  std::vector<PeerBlock> blocks(size_);
+                  for (int r = 0; r < size_; ++r) {
+                    din.emplace_back(ins[r], ins[r].is_alias_of(outs[r]));
+                    dout.emplace_back(outs[r]);
+                    blocks[r] = {din[r].ptr(), din[r].bytes(), dout[r].ptr(),
+                                 dout[r].bytes()};
+                  }
+                  all_to_all_blocks(*group_, blocks);
+                  for (auto& d : dout)
+                    d.write_back();
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::send(
@@ -471,7 +538,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::send(
               "jaccl_torch: send: ", "destination rank ", dst,
               " is not another rank of this group (", "size ", size_,
               ", this rank ", rank_, ")");
-  return enqueue(c10d::OpType::SEND, "send", {t}, [this, t, dst] {
+  return submit(c10d::OpType::SEND, "send", {t}, nbytes(t), [this, t, dst] {
     Dense d(t);
     group_->send(d.ptr(), d.bytes(), dst);
   });
@@ -488,7 +555,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::recv(
               "jaccl_torch: recv: ", "source rank ", src,
               " is not another rank of this group (", "size ", size_,
               ", this rank ", rank_, ")");
-  return enqueue(c10d::OpType::RECV, "recv", {t}, [this, t, src] {
+  return submit(c10d::OpType::RECV, "recv", {t}, nbytes(t), [this, t, src] {
     Dense d(t);
     group_->recv(d.ptr(), d.bytes(), src);
     d.write_back();
@@ -504,8 +571,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::recvAnysource(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::barrier(
     const c10d::BarrierOptions&) {
-  return enqueue(c10d::OpType::BARRIER, "barrier", {},
-                 [this] { group_->barrier(); });
+  return submit(c10d::OpType::BARRIER, "barrier", {}, 0,
+                [this] { group_->barrier(); });
 }
 
 }  // namespace jaccl_torch

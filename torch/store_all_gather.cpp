@@ -2,100 +2,88 @@
 #include "store_all_gather.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "jaccl/error.h"
+#include "bootstrap/store_channel.h"
 
 namespace jaccl_torch {
 namespace {
 
-std::string seconds(std::chrono::milliseconds d) {
-  const auto ms = d.count();
-  return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
-                        : std::to_string(ms) + " ms";
-}
+using jaccl::detail::RendezvousStore;
 
-struct StoreChannel {
-  c10::intrusive_ptr<c10d::Store> store;
-  std::chrono::milliseconds timeout;
-  int rank = 0;
-  int size = 0;
-  std::string ns;  // "jaccl/<instance>/"
-  uint64_t calls = 0;
+// c10d::Store as the rendezvous's key-value namespace.
+class C10dStore final : public RendezvousStore {
+ public:
+  explicit C10dStore(c10::intrusive_ptr<c10d::Store> store)
+      : store_(std::move(store)) {}
 
-  std::string key(uint64_t call, int r) const {
-    return ns + std::to_string(call) + "/" + std::to_string(r);
+  const std::string& where() const override { return where_; }
+  const std::string& address() const override { return address_; }
+
+  void put(const std::string& key, std::string_view value) override {
+    store_->set(kPrefix + key,
+                std::vector<uint8_t>(value.begin(), value.end()));
   }
 
-  std::string prefix() const { return "[jaccl] rank " + std::to_string(rank); }
+  std::vector<std::optional<std::string>> get(
+      const std::vector<std::string>& keys) override {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys)
+      out.push_back(probe(kPrefix + k));
+    return out;
+  }
 
-  void all_gather(const char* src, char* dst, size_t n) {
-    const uint64_t call = calls++;
-    store->set(key(call, rank), std::vector<uint8_t>(src, src + n));
-    // jaccl cannot interrupt a user all-gather (it runs on the caller's
-    // thread), so this one carries its own deadline, a little under jaccl's
-    // so that its error, which names the missing ranks, comes first. Polled
-    // with check(), not Store::wait: an expired TCPStore wait leaves its
-    // reply in the socket.
-    const auto bound = std::max(std::chrono::milliseconds(1), timeout * 4 / 5);
-    const auto deadline = std::chrono::steady_clock::now() + bound;
-    auto pause = std::chrono::microseconds(200);
-    std::vector<int> missing;
-    for (int r = 0; r < size; ++r) {
-      if (r != rank)
-        missing.push_back(r);
-    }
-    while (!missing.empty()) {
-      std::vector<int> still;
-      for (int r : missing) {
-        if (!store->check({key(call, r)}))
-          still.push_back(r);
-      }
-      missing.swap(still);
-      if (missing.empty())
-        break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        std::string names;
-        for (size_t i = 0; i < missing.size(); ++i) {
-          names += (i ? ", " : "") + std::to_string(missing[i]);
-        }
-        throw jaccl::TimeoutError(
-            prefix() + ": timed out after " + seconds(bound) +
-            " waiting in torch's store for " +
-            (missing.size() == 1 ? "rank " : "ranks ") + names +
-            " (side-channel call " + std::to_string(call) + ", key '" + ns +
-            std::to_string(call) + "/<rank>')");
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(20000));
-    }
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) {
-        std::memcpy(dst + r * n, src, n);
-        continue;
-      }
-      const std::vector<uint8_t> v = store->get(key(call, r));
-      if (v.size() != n) {
-        throw jaccl::ProtocolError(
-            prefix() + ": rank " + std::to_string(r) + " put " +
-            std::to_string(v.size()) +
-            " bytes in torch's store for side-channel call " +
-            std::to_string(call) + ", this rank " + std::to_string(n));
-      }
-      std::memcpy(dst + r * n, v.data(), n);
-    }
-    if (call > 0) {
+  void remove(const std::vector<std::string>& keys) noexcept override {
+    for (const auto& k : keys) {
       try {
-        store->deleteKey(key(call - 1, rank));
+        store_->deleteKey(kPrefix + k);
       } catch (const std::exception&) {
-        // Best effort: a store without deleteKey keeps a few small keys.
+        // Best effort (a store without deleteKey keeps a few small keys).
       }
     }
   }
+
+  // c10d stores cannot list their keys: no clean-up of earlier runs'
+  // records (the protocol's epochs keep them from being read as current).
+  std::vector<std::string> list() override { return {}; }
+
+ private:
+  static inline const std::string kPrefix = "jaccl/";
+
+  // The value of key, nullopt if absent, without blocking: Store::get waits
+  // for a missing key (up to the store's timeout), and a key seen by check()
+  // may be deleted before the get. compareSet(key, S, S) returns S when the
+  // key is absent (TCPStore, FileStore, HashStore, PrefixStore) and the value
+  // otherwise, changing nothing, since no record of the protocol equals S.
+  // Stores without compareSet fall back to check() + get().
+  std::optional<std::string> probe(const std::string& key) {
+    if (compare_set_) {
+      try {
+        const std::vector<uint8_t> v =
+            store_->compareSet(key, absent_, absent_);
+        if (v == absent_)
+          return std::nullopt;
+        return std::string(v.begin(), v.end());
+      } catch (const c10::Error&) {
+        compare_set_ = false;  // not implemented by this store
+      }
+    }
+    if (!store_->check({key}))
+      return std::nullopt;
+    const std::vector<uint8_t> v = store_->get(key);
+    return std::string(v.begin(), v.end());
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  const std::string where_ = "torch's store (keys " + kPrefix + "...)";
+  const std::string address_ = "torch's c10d store";
+  const std::vector<uint8_t> absent_{'\x01', 'j', 'a', 'c',
+                                     'c',    'l', '?', '\x01'};
+  bool compare_set_ = true;
 };
 
 }  // namespace
@@ -103,16 +91,10 @@ struct StoreChannel {
 jaccl::AllGatherFactory store_all_gather_factory(
     c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout) {
   return [store, timeout](int rank, int size) -> jaccl::AllGatherFn {
-    auto ch = std::make_shared<StoreChannel>();
-    ch->store = store;
-    ch->timeout = timeout;
-    ch->rank = rank;
-    ch->size = size;
-    const int64_t joined = store->add("jaccl/instances", 1);
-    ch->ns = "jaccl/" + std::to_string((joined - 1) / size) + "/";
-    return [ch](const char* src, char* dst, size_t n) {
-      ch->all_gather(src, dst, n);
-    };
+    const auto bound = std::max(std::chrono::milliseconds(1), timeout * 4 / 5);
+    return jaccl::detail::make_store_all_gather(
+        std::make_shared<C10dStore>(store), rank, size, bound,
+        "torch's store side channel");
   };
 }
 

@@ -12,20 +12,13 @@
 
 namespace jaccl_torch {
 
-// An all-gather factory over `store`. Keys, under whatever prefix the store
-// already has (torch gives each process group a PrefixStore named after the
-// group):
-//
-//   jaccl/instances      a counter every rank of a new group adds 1 to once;
-//                        (value - 1) / size numbers this group instance, so a
-//                        group re-created on the same store (destroy, then
-//                        init again) never reads the keys of an earlier one
-//   jaccl/<i>/<k>/<r>    rank r's input to call k of instance i
-//
-// A call sets its own key, polls for the others' (bounded by `timeout`; a
-// timeout names the ranks whose keys are missing) and reads them. Rank r
-// deletes its key of call k-1 once call k completes: every rank writes call k
-// only after it has read all of call k-1.
+// An all-gather factory over `store`: the store rendezvous of jaccl's file
+// and Redis side channels (src/bootstrap/store_channel.h: epoch, nonces,
+// headers, clean-up) with the c10d store as its key-value namespace, under
+// "jaccl/" within whatever prefix the store already has (torch gives each
+// process group a PrefixStore named after the group). Each call is bounded
+// by 4/5 of `timeout`, so that its error, which names the missing ranks,
+// comes before jaccl's own bootstrap timeout.
 jaccl::AllGatherFactory store_all_gather_factory(
     c10::intrusive_ptr<c10d::Store> store, std::chrono::milliseconds timeout);
 

@@ -1,20 +1,28 @@
-"""bench/compare section: all_to_all, jaccl vs Open MPI's MPI_Alltoall.
+"""bench/compare section: all_to_all and all_to_allv, jaccl vs Open MPI's
+MPI_Alltoall and MPI_Alltoallv.
 
-float32 all_to_all on 2 and 4 ranks, 1 KiB .. 16 MiB of input per rank (the
-whole buffer: size() blocks), over jaccl shm, jaccl TCP, Open MPI default
-(shared memory) and Open MPI forced to TCP, the four alternated inside every
-repetition (order rotated per repetition) exactly like the core sweeps
-(jaccl-bench -o all_to_all, mpi_bench -o all_to_all). Ceilings measured in
-the same run: single-core memcpy (memcpy_bench) and the TCP loopback stream
-(iperf3), via compare's own ceilings().
+float32 on 2 and 4 ranks, 1 KiB .. 16 MiB of input per rank (the whole
+buffer), over jaccl shm, jaccl TCP, Open MPI default (shared memory) and
+Open MPI forced to TCP: all_to_all, and all_to_allv with two patterns of
+counts (tools/bench_pattern.h): `moe` (every rank sends all its input,
+split over the ranks in Zipf(1) proportions, rank 0 hottest: the uneven
+traffic of mixture-of-experts routing) and `uniform` (all_to_all's counts
+through the v interface). Every (op, library) pair is alternated inside
+every repetition, the order rotated per repetition, exactly like the core
+sweeps (jaccl-bench / mpi_bench -o all_to_all | all_to_allv -p PATTERN).
+Ceilings measured in the same run via compare's ceilings(); rooflines from
+bench/roofline.py.
 """
 import statistics
 
-TITLE = "all_to_all: jaccl vs Open MPI MPI_Alltoall"
+TITLE = "all_to_all and all_to_allv: jaccl vs Open MPI"
 # bench/compare itself (human, free_port, json_lines, loadavg, ...), set
 # on the module by load_sections before it runs.
 compare = globals()["compare"]
 LIBS = ["jaccl-shm", "mpi-sm", "jaccl-tcp", "mpi-tcp"]
+# (op, pattern) in the order of the tables.
+OPS = [("all_to_all", None), ("all_to_allv", "moe"),
+       ("all_to_allv", "uniform")]
 
 
 def _groups(quick):
@@ -27,127 +35,144 @@ def _groups(quick):
             ("4M", "16M", 4, 8, 20)]
 
 
+def _cmd(exe, lib, n, op, pattern, g, tmpdir):
+    cmd = compare.lib_cmd(exe, lib, n, op, g, tmpdir)
+    if cmd is not None:
+        cmd += ["-c"]  # one checked call per size, before the timed ones
+        if pattern:
+            cmd += ["-p", pattern]
+    return cmd
+
+
 def run(ctx):
-    # compare (set by bench/compare): its command builders and ceilings, so
-    # the rows are timed the same way as the core sweeps.
-    cmp = compare
     log, runner, exe = ctx["log"], ctx["run"], ctx["exe"]
     res = {"load_before": compare.loadavg(), "rows": [], "errors": []}
-    res["ceilings"] = cmp.ceilings(exe, ctx["quick"])
+    res["ceilings"] = compare.ceilings(exe, ctx["quick"])
     reps = max(1, ctx["reps"])
     raw = []
+    combos = [(op, pat, lib) for op, pat in OPS for lib in LIBS]
     for rep in range(reps):
         for n in (2, 4):
             for gi, g in enumerate(_groups(ctx["quick"])):
-                k = (rep + gi + n) % len(LIBS)
-                for lib in LIBS[k:] + LIBS[:k]:
-                    cmd = cmp.lib_cmd(exe, lib, n, "all_to_all", g,
-                                      ctx["tmpdir"])
+                k = (rep * 5 + gi + n) % len(combos)
+                for op, pat, lib in combos[k:] + combos[:k]:
+                    cmd = _cmd(exe, lib, n, op, pat, g, ctx["tmpdir"])
                     if cmd is None:
                         continue
                     try:
                         out, _, _ = runner(cmd, timeout=300)
                     except RuntimeError as e:
-                        res["errors"].append(f"{lib} {n} ranks {g[0]}..{g[1]}: "
-                                             f"{str(e).splitlines()[0]}")
+                        res["errors"].append(
+                            f"{lib} {op}{' ' + pat if pat else ''} {n} ranks "
+                            f"{g[0]}..{g[1]}: {str(e).splitlines()[0]}")
                         log("   FAILED " + res["errors"][-1])
                         continue
-                    for j in cmp.json_lines(out):
+                    for j in compare.json_lines(out):
                         if "bytes" in j and "avg_us" in j:
                             j["lib"], j["rep"] = lib, rep
+                            j["op"], j["pattern"] = op, pat
                             raw.append(j)
-                log(f"   all_to_all rep {rep + 1}/{reps} {n} ranks "
+                log(f"   all_to_all(v) rep {rep + 1}/{reps} {n} ranks "
                     f"{g[0]}..{g[1]}")
     # Median over repetitions of each rank-average.
     cells = {}
     for j in raw:
-        cells.setdefault((j["ranks"], j["lib"], j["bytes"]), []).append(j)
-    for (n, lib, b), js in sorted(cells.items()):
+        cells.setdefault((j["op"], j["pattern"] or "", j["ranks"], j["lib"],
+                          j["bytes"]), []).append(j)
+    for (op, pat, n, lib, b), js in sorted(cells.items()):
         res["rows"].append({
-            "ranks": n, "lib": lib, "bytes": b,
+            "op": op, "pattern": pat or None, "ranks": n, "lib": lib,
+            "bytes": b,
             "avg_us": statistics.median(x["avg_us"] for x in js),
             "busbw_gbps": statistics.median(x["busbw_gbps"] for x in js),
+            "spread": ((max(x["avg_us"] for x in js)
+                        - min(x["avg_us"] for x in js))
+                       / statistics.median(x["avg_us"] for x in js)),
             "backend": js[0].get("backend"),
             "wrong": max(x.get("wrong", 0) for x in js)})
     res["load_after"] = compare.loadavg()
+    res["date"] = compare.now()
+    res["commit"] = compare.commit()
     res["quick"], res["reps"] = ctx["quick"], reps
     return res
+
+
+def summary_rows(res):
+    """Rows for the summary that opens BENCHMARKS.md (bench/summary.py)."""
+    import summary
+    return summary.a2a_rows(res)
 
 
 def _us(v):
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}"
 
 
+def _when(res):
+    if not res.get("date"):
+        return ""
+    return f"Run {res['date']} at {res.get('commit')}. "
+
+
 def render(res):
+    import roofline
+    import summary
     L = []
     c = res.get("ceilings") or {}
-    mem = c.get("memcpy_at") or {}
-    mems = ", ".join(f"{compare.human(int(k))} {v['memcpy_median_gbps']:.1f}"
-                     for k, v in sorted(mem.items(), key=lambda kv: int(kv[0])))
-    L.append("float32 `all_to_all` (`jaccl-bench -o all_to_all`) against "
-             "Open MPI's `MPI_Alltoall` (`mpi_bench -o all_to_all`), the "
-             "four alternated inside every repetition (median of "
-             f"{res.get('reps')}); bytes = the whole input per rank "
-             "(size() blocks of bytes / size()), time = the mean over ranks "
-             "of each rank's mean per call, busbw = bytes / time × "
-             "(n-1)/n. jaccl shm reads blocks of 64 KiB and more straight "
-             "from the peers' inputs (process_vm_readv) when ranks do not "
-             "outnumber cores (2 ranks here), and otherwise stages them "
-             "through its slots (one sync per window); jaccl TCP posts "
-             "every block to every peer at once (blocks of 512 KiB and more "
-             "over both wires). Open MPI 4.1's shm (vader) also reads large "
-             "messages with CMA. Load average before/after: "
-             f"{' '.join(res.get('load_before', []))} / "
+    L.append("float32 `all_to_all` and `all_to_allv` (`jaccl-bench -o "
+             "all_to_all` / `-o all_to_allv -p moe|uniform`) against Open "
+             "MPI's `MPI_Alltoall` / `MPI_Alltoallv` (`mpi_bench`, the same "
+             "counts), every (op, library) pair alternated inside every "
+             f"repetition (median of {res.get('reps')}); bytes = the whole "
+             "input per rank, time = the mean over ranks of each rank's mean "
+             "per call. *moe*: every rank sends its whole input split over "
+             "the ranks in Zipf(1) proportions (rank 0 hottest: 2 ranks 2/3 "
+             "and 1/3, 4 ranks 48/24/16/12 %), so rank 0 receives 1.33x "
+             "(2 ranks) or 1.92x (4 ranks) the mean; *uniform*: all_to_all's "
+             "counts through the v call. *% roof*: roofline time / measured "
+             "time (model in the summary and `bench/README.md`; all_to_allv's "
+             "roofline is set by its busiest rank). " + _when(res) + "Load average "
+             f"before/after: {' '.join(res.get('load_before', []))} / "
              f"{' '.join(res.get('load_after', []))} (2 cores). Ceilings "
-             f"(this run): single-core memcpy {mems} GB/s; TCP loopback "
-             f"stream (iperf3, 1 MiB writes) {c.get('iperf_1M', float('nan')):.2f} "
-             "GB/s." + (" **Quick run.**" if res.get("quick") else ""))
+             f"(this run): {roofline.ceilings_line(c)}."
+             + (" **Quick run.**" if res.get("quick") else ""))
     L.append("")
-    rows = res.get("rows", [])
-    verdicts = []
-    for n in sorted({r["ranks"] for r in rows}):
-        by = {(r["lib"], r["bytes"]): r for r in rows if r["ranks"] == n}
-        sizes = sorted({b for (_, b) in by})
-        L.append(f"### {n} ranks")
+    rows = summary.a2a_rows(res)
+    for row in rows:
+        if row["plane"] != "shm":
+            continue
+        tcp = next((r for r in rows if r["op"] == row["op"]
+                    and r["pattern"] == row["pattern"] and r["n"] == row["n"]
+                    and r["plane"] == "TCP"), None)
+        title = row["op"] + (f" ({row['pattern']})" if row["pattern"] else "")
+        L.append(f"### {title}, {row['n']} ranks")
         L.append("")
-        L.append("| bytes | jaccl shm µs | Open MPI shm µs | shm speed-up | "
-                 "jaccl TCP µs | Open MPI TCP µs | TCP speed-up | jaccl shm "
-                 "busbw GB/s | jaccl TCP busbw GB/s |")
+        L.append("| bytes | jaccl shm µs | Open MPI µs | speed-up | % roof "
+                 "| jaccl TCP µs | Open MPI TCP µs | speed-up | % roof |")
         L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        worst = {"shm": None, "tcp": None}
+        sizes = sorted(set(row["jaccl"]) | set(tcp["jaccl"] if tcp else {}))
         for b in sizes:
-            cell = {lib: by.get((lib, b)) for lib in LIBS}
-
-            def us(lib):
-                return _us(cell[lib]["avg_us"]) if cell[lib] else "–"
-
-            def bus(lib):
-                return f"{cell[lib]['busbw_gbps']:.2f}" if cell[lib] else "–"
-
-            def ratio(j, m, key):
-                if not cell[j] or not cell[m]:
-                    return "–"
-                x = cell[m]["avg_us"] / cell[j]["avg_us"]
-                if b >= 64 << 10:
-                    w = worst[key]
-                    worst[key] = x if w is None else min(w, x)
-                return f"{x:.2f}x"
-            L.append(f"| {compare.human(b)} | {us('jaccl-shm')} | {us('mpi-sm')} | "
-                     f"{ratio('jaccl-shm', 'mpi-sm', 'shm')} | "
-                     f"{us('jaccl-tcp')} | {us('mpi-tcp')} | "
-                     f"{ratio('jaccl-tcp', 'mpi-tcp', 'tcp')} | "
-                     f"{bus('jaccl-shm')} | {bus('jaccl-tcp')} |")
+            cells = [compare.human(b)]
+            for r, peer in ((row, "Open MPI"), (tcp, "Open MPI TCP")):
+                j = r["jaccl"].get(b) if r else None
+                m = r["peers"].get(peer, {}).get(b) if r else None
+                f = summary.roof(r, b) if r and j else None
+                cells += [_us(j) if j else "–", _us(m) if m else "–",
+                          f"{m / j:.2f}x" if j and m else "–",
+                          f"{100 * f:.0f}%" if f is not None else "–"]
+            L.append("| " + " | ".join(cells) + " |")
         L.append("")
-        for key, w in worst.items():
-            if w is not None:
-                verdicts.append(f"{n} ranks {key}: lowest jaccl / Open MPI "
-                                f"speed-up from 64 KiB {w:.2f}x "
-                                f"({'met' if w >= 1 else 'NOT met'})")
+    verdicts = []
+    for row in rows:
+        for name, ok, d in summary.targets(row):
+            if name.startswith(">= Open MPI"):
+                verdicts.append(
+                    f"{summary._title(row)} {row['plane']} {row['n']} ranks: "
+                    f"{'met' if ok else '**not met**'} ({d})")
     if verdicts:
-        L.append("Goal (ahead of Open MPI at every size from 64 KiB): "
-                 + "; ".join(verdicts) + ".")
+        L.append("Target (issue 26: at least Open MPI at every size from "
+                 "1 KiB to 16 MiB): " + "; ".join(verdicts) + ".")
         L.append("")
-    bad = [r for r in rows if r.get("wrong", 0) not in (0, -1)]
+    bad = [r for r in res.get("rows", []) if r.get("wrong", 0) not in (0, -1)]
     if bad:
         L.append(f"**{len(bad)} rows had wrong results.**")
         L.append("")

@@ -182,8 +182,12 @@ def test_usage_errors(world):
         jaccl.sum_scatter(np.zeros(2 * SIZE + 1))
     with pytest.raises(ValueError):  # UsageError is also a ValueError
         jaccl.sum_scatter(np.float32(1))
-    with pytest.raises(jaccl.UsageError, match="itself"):
+    with pytest.raises(jaccl.UsageError, match="itself") as info:
         jaccl.send(np.zeros(3), RANK)
+    # Every jaccl error has the field attributes, None when not known.
+    e = info.value
+    assert e.kind == "Usage" and e.peers == [], (e.kind, e.peers)
+    assert e.rank is None and e.peer is None and e.errno is None
     with pytest.raises(jaccl.UsageError, match="not a rank"):
         jaccl.recv((3,), np.float32, SIZE)
     with pytest.raises(jaccl.UsageError, match="not a rank"):
@@ -267,7 +271,13 @@ def test_all_to_all_errors(world):
     last = SIZE - 1
     with pytest.raises(jaccl.ProtocolError,
                        match=f"rank {last} expects 16 bytes from rank 0, "
-                             f"but rank 0 sends 8 bytes"):
+                             f"but rank 0 sends 8 bytes") as info:
         jaccl.all_to_allv(np.zeros(SIZE), [1] * SIZE, recv)
+    # The error's fields: who reports it, what it says without the prefix.
+    e = info.value
+    assert e.kind == "Protocol" and e.rank == RANK, (e.kind, e.rank)
+    assert isinstance(e.peers, list) and e.errno is None and e.address is None
+    assert e.detail.startswith(f"all_to_allv: rank {last} expects 16 bytes")
+    assert str(e) == f"[jaccl] rank {RANK}: {e.detail}"
     y = jaccl.all_to_all(np.arange(SIZE, dtype=np.int64) + 10 * RANK)
     check(y, np.arange(SIZE, dtype=np.int64) * 10 + RANK)

@@ -71,6 +71,9 @@ def test_killed_rank_raises_peer_lost_on_the_others(tmp_path):
             print("NO ERROR")
         except jaccl.PeerLostError as e:
             print("PEERLOST", round(time.monotonic() - start, 1), e, flush=True)
+            # The fields: this rank reports it, rank 1 is among the peers.
+            print("FIELDS", e.kind, e.rank == g.rank(), 1 in e.peers,
+                  flush=True)
         """
     procs = spawn(tmp_path, code, 3, JACCL_TIMEOUT=10, JACCL_OP_TIMEOUT=30)
     results = [finish(p) for p in procs]
@@ -78,6 +81,7 @@ def test_killed_rank_raises_peer_lost_on_the_others(tmp_path):
     for rank in (0, 2):
         rc, out = results[rank]
         assert rc == 0 and "PEERLOST" in out, f"rank {rank}:\n{out}"
+        assert "FIELDS PeerLost True True" in out, f"rank {rank}:\n{out}"
 
 
 def test_no_configuration(tmp_path):

@@ -37,6 +37,25 @@ def test_key_orders_members(world):
     assert job_ranks(child) == list(reversed(range(SIZE)))
 
 
+def test_child_errors_name_job_ranks(world):
+    """A child's error reports job ranks, in its fields and its text, even
+    where member numbers differ (keys reverse the order here)."""
+    child = world.split(0, key=SIZE - 1 - RANK)
+    members = job_ranks(child)
+    assert members == list(reversed(range(SIZE)))
+    recv = [1] * SIZE
+    if child.rank() == SIZE - 1:  # job rank 0 expects more from member 0
+        recv[0] = 2
+    with pytest.raises(jaccl.ProtocolError) as info:
+        jaccl.all_to_allv(np.zeros(SIZE), [1] * SIZE, recv, group=child)
+    e = info.value
+    assert e.rank == RANK, (e.rank, str(e))
+    assert str(e).startswith(f"[jaccl] rank {RANK}: "), str(e)
+    assert (f"rank 0 expects 16 bytes from rank {SIZE - 1}, "
+            f"but rank {SIZE - 1} sends 8 bytes") in e.detail, e.detail
+    jaccl.barrier(group=child)  # the child is still usable
+
+
 def test_negative_color_gives_none(world):
     child = world.split(-1 if RANK == 0 else 1)
     if RANK == 0:

@@ -21,7 +21,7 @@ InProcessHub::InProcessHub(int size, Millis timeout)
 
 AllGatherFn InProcessHub::for_rank(int rank) {
   if (rank < 0 || rank >= size_) {
-    raise(ErrorKind::Config, "in-process hub: rank " + std::to_string(rank) +
+    raise(ErrorKind::Config, "in-process hub: " + rank_ref(rank) +
                                  " out of range for size " +
                                  std::to_string(size_));
   }
@@ -61,8 +61,8 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
   if (failed_)
     raise(failure_kind_, failure_, ctx);
   if (present_[rank]) {
-    raise(ErrorKind::Config,
-          "rank " + std::to_string(rank) + " called twice in one round", ctx);
+    raise(ErrorKind::Config, rank_ref(rank) + " called twice in one round",
+          ctx);
   }
   if (arrived_ == 0) {
     n_ = n;
@@ -70,9 +70,8 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
   } else if (n != n_) {
     failed_ = true;
     failure_kind_ = ErrorKind::Protocol;
-    failure_ = "in-process all-gather: rank " + std::to_string(rank) +
-               " passed " + std::to_string(n) + " bytes, others " +
-               std::to_string(n_);
+    failure_ = "in-process all-gather: " + rank_ref(rank) + " passed " +
+               std::to_string(n) + " bytes, others " + std::to_string(n_);
     cv_.notify_all();
     raise(ErrorKind::Protocol, failure_, ctx);
   }
@@ -92,8 +91,7 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
     failed_ = true;
     failure_kind_ = ErrorKind::Timeout;
     failure_ = "in-process all-gather timed out after " +
-               format_duration(timeout_) + " waiting for " +
-               ranks_phrase(missing);
+               format_duration(timeout_) + " waiting for " + ranks_ref(missing);
     cv_.notify_all();
     raise(ErrorKind::Timeout, failure_, ctx);
   }

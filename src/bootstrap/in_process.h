@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/error_detail.h"
 #include "jaccl/error.h"
 #include "jaccl/side_channel.h"
 
@@ -43,7 +44,7 @@ class InProcessHub : public std::enable_shared_from_this<InProcessHub> {
   std::vector<char> present_;
   bool failed_ = false;
   ErrorKind failure_kind_ = ErrorKind::Protocol;
-  std::string failure_;
+  Detail failure_;
 };
 
 }  // namespace jaccl::detail

@@ -197,7 +197,7 @@ class PmixAllGather {
   }
 
  private:
-  [[noreturn]] void fail(ErrorKind kind, const std::string& what) {
+  [[noreturn]] void fail(ErrorKind kind, const Detail& what) {
     broken_ = what;
     raise(kind, "pmix side channel: " + what,
           {.rank = rank_, .address = where_});
@@ -293,8 +293,7 @@ class PmixAllGather {
       if (st != PMIX_SUCCESS) {
         delete ref;
         PMIX_INFO_DESTRUCT(&info);
-        fail(ErrorKind::Io, "PMIx_Get_nb of '" + key + "' from rank " +
-                                std::to_string(r) +
+        fail(ErrorKind::Io, "PMIx_Get_nb of '" + key + "' from " + rank_ref(r) +
                                 " failed: " + status_text(st));
       }
     }
@@ -303,18 +302,18 @@ class PmixAllGather {
       Pending& p = *pending[r];
       if (!p.wait(dl)) {
         fail(ErrorKind::Timeout, "timed out after " + seconds_text(timeout_) +
-                                     " reading rank " + std::to_string(r) +
+                                     " reading " + rank_ref(r) +
                                      "'s data of call " + std::to_string(call));
       }
       std::lock_guard<std::mutex> lock(p.mu);
       if (p.status != PMIX_SUCCESS) {
         fail(p.status == PMIX_ERR_TIMEOUT ? ErrorKind::Timeout : ErrorKind::Io,
-             "PMIx_Get of '" + key + "' from rank " + std::to_string(r) +
+             "PMIx_Get of '" + key + "' from " + rank_ref(r) +
                  " failed: " + status_text(p.status));
       }
       if (p.wrong_type || p.bytes.size() != n) {
         fail(ErrorKind::Protocol,
-             "rank " + std::to_string(r) + " put " +
+             rank_ref(r) + " put " +
                  (p.wrong_type ? std::string("a value that is not bytes")
                                : std::to_string(p.bytes.size()) + " bytes") +
                  " under '" + key + "', expected " + std::to_string(n));
@@ -331,7 +330,7 @@ class PmixAllGather {
   std::string where_;
   std::mutex mu_;
   uint64_t calls_ = 0;
-  std::string broken_;
+  Detail broken_;
 };
 
 }  // namespace

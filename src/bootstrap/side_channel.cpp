@@ -18,7 +18,7 @@ namespace jaccl::detail {
 
 namespace {
 
-// "rank 3 is" / "ranks 1, 2 are": the verb that agrees with ranks_phrase.
+// "rank 3 is" / "ranks 1, 2 are": the verb that agrees with ranks_ref.
 const char* verb(const std::vector<int>& ranks, const char* one,
                  const char* many) {
   return ranks.size() == 1 ? one : many;
@@ -167,7 +167,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
   if (!garbage.empty()) {
     raise(ErrorKind::Protocol,
-          call + "the slots of ranks " + rank_list(garbage) +
+          call + "the slots of ranks " + rank_nums(garbage) +
               " do not hold jaccl frames: the all-gather does not return " +
               "every rank's input in rank order, or another program wrote " +
               "to the channel",
@@ -175,8 +175,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
   if (!bad_version.empty()) {
     raise(ErrorKind::Protocol,
-          call + ranks_phrase(bad_version) +
-              verb(bad_version, " runs", " run") +
+          call + ranks_ref(bad_version) + verb(bad_version, " runs", " run") +
               " another jaccl protocol version",
           ctx);
   }
@@ -185,8 +184,8 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   for (int r = 0; r < size_; ++r) {
     if (h[r].rank != r) {
       raise(ErrorKind::Protocol,
-            call + "the slot of rank " + std::to_string(r) +
-                " holds the input of rank " + std::to_string(h[r].rank) +
+            call + "the slot of " + rank_ref(r) + " holds the input of " +
+                rank_ref(h[r].rank) +
                 ": two processes claim one rank, or the all-gather returns " +
                 "inputs out of rank order",
             ctx);
@@ -194,7 +193,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
   if (h[rank_].instance != instance_) {
     raise(ErrorKind::Config,
-          call + "another process also claims rank " + std::to_string(rank_) +
+          call + "another process also claims " + rank_ref(rank_) +
               " (its input replaced ours)",
           ctx);
   }
@@ -212,7 +211,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_size.empty()) {
     int r = other_size.front();
     raise(ErrorKind::Config,
-          call + ranks_phrase(other_size) + verb(other_size, " runs", " run") +
+          call + ranks_ref(other_size) + verb(other_size, " runs", " run") +
               " with group size " + std::to_string(h[r].size) +
               " but this rank has size " + std::to_string(size_),
           ctx);
@@ -220,7 +219,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_seq.empty()) {
     int r = other_seq.front();
     raise(ErrorKind::Protocol,
-          call + ranks_phrase(other_seq) + verb(other_seq, " is", " are") +
+          call + ranks_ref(other_seq) + verb(other_seq, " is", " are") +
               " at call #" + std::to_string(h[r].seq) +
               " while this rank is at this one: ranks are out of step (a "
               "rank made an extra or a missing side-channel call)",
@@ -229,7 +228,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_n.empty()) {
     int r = other_n.front();
     raise(ErrorKind::Protocol,
-          call + ranks_phrase(other_n) + " passed n_bytes=" +
+          call + ranks_ref(other_n) + " passed n_bytes=" +
               std::to_string(h[r].n_bytes) + " but this rank passed " +
               std::to_string(n_bytes) + " (every rank must pass the same size)",
           ctx);
@@ -237,7 +236,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   if (!other_fp.empty()) {
     int r = other_fp.front();
     raise(ErrorKind::Config,
-          call + ranks_phrase(other_fp) + verb(other_fp, " has", " have") +
+          call + ranks_ref(other_fp) + verb(other_fp, " has", " have") +
               " a different configuration from this rank (differs in: " +
               ConfigFingerprint::diff(h[r].fingerprint, fingerprint_) + ")",
           ctx);
@@ -331,7 +330,7 @@ std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
     raise(
         ErrorKind::Protocol,
         "side-channel call #" + std::to_string(seq_ - 1) + " (" + description_ +
-            "): " + ranks_phrase(oversized) + " announced " +
+            "): " + ranks_ref(oversized) + " announced " +
             std::to_string(firsts[static_cast<size_t>(oversized.front())].len) +
             " bytes, more than the " + std::to_string(kMaxPart) +
             " a side-channel contribution may have",

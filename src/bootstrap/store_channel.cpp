@@ -79,11 +79,11 @@ class StoreAllGather {
     return s;
   }
   [[noreturn]] void timeout(const std::vector<int>& missing,
-                            const std::string& detail) const {
+                            const Detail& detail) const {
     raise(ErrorKind::Timeout,
           name_ + " call #" + std::to_string(seq_) + " timed out after " +
-              format_duration(timeout_) + " waiting for " +
-              ranks_phrase(missing) + detail + " in " + store_->where(),
+              format_duration(timeout_) + " waiting for " + ranks_ref(missing) +
+              detail + " in " + store_->where(),
           ctx());
   }
 
@@ -121,9 +121,9 @@ class StoreAllGather {
         }
       }
       if (dl.expired()) {
-        timeout({0},
-                " (rank 0 has not published this run's epoch; is it running "
-                "with the same job id and side channel?)");
+        timeout({0}, " (" + rank_ref(0) +
+                         " has not published this run's epoch; is it running "
+                         "with the same job id and side channel?)");
       }
       backoff(&delay_ms, dl);
     }
@@ -243,24 +243,24 @@ class StoreAllGather {
         h.epoch != epoch_ || h.call != seq_ || h.rank != r) {
       raise(ErrorKind::Protocol,
             name_ + " call #" + std::to_string(seq_) + ": the record " +
-                data_key(seq_, r) + " of rank " + std::to_string(r) + " in " +
+                data_key(seq_, r) + " of " + rank_ref(r) + " in " +
                 store_->where() +
                 " is not this run's (another program writes there?)",
             ctx());
     }
     if (h.size != size_) {
       raise(ErrorKind::Config,
-            name_ + ": rank " + std::to_string(r) + " runs with group size " +
+            name_ + ": " + rank_ref(r) + " runs with group size " +
                 std::to_string(h.size) + " but this rank has size " +
                 std::to_string(size_),
             ctx());
     }
     if (h.n_bytes != n) {
       raise(ErrorKind::Protocol,
-            name_ + " call #" + std::to_string(seq_) + ": rank " +
-                std::to_string(r) + " passed n_bytes=" +
-                std::to_string(h.n_bytes) + " but this rank passed " +
-                std::to_string(n) + " (every rank must pass the same size)",
+            name_ + " call #" + std::to_string(seq_) + ": " + rank_ref(r) +
+                " passed n_bytes=" + std::to_string(h.n_bytes) +
+                " but this rank passed " + std::to_string(n) +
+                " (every rank must pass the same size)",
             ctx());
     }
     if (v.size() != sizeof(h) + n) {

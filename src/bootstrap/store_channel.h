@@ -1,7 +1,8 @@
 // Copyright 2026 the jaccl authors.
 // The rendezvous protocol behind the store-based side channels: an all-gather
 // over a tiny key-value namespace (RendezvousStore). The shared directory
-// (file_channel.h, file://) and Redis (redis_channel.h, redis://) are stores.
+// (file_channel.h, file://), Redis (redis_channel.h, redis://) and torch's
+// c10d store (torch/store_all_gather.cpp, the PyTorch backend) are stores.
 //
 // Protocol, per job namespace (a directory <dir>/<job>/, or the Redis key
 // prefix <prefix>/<job>/):
@@ -58,12 +59,14 @@ class RendezvousStore {
   virtual const std::string& address() const = 0;
   // Publishes atomically: a reader sees the whole value or nothing.
   virtual void put(const std::string& key, std::string_view value) = 0;
-  // The values of keys, nullopt where absent.
+  // The values of keys, nullopt where absent; never waits for a key (the
+  // protocol polls, and a key may be removed between two looks).
   virtual std::vector<std::optional<std::string>> get(
       const std::vector<std::string>& keys) = 0;
   // Best effort; never throws.
   virtual void remove(const std::vector<std::string>& keys) noexcept = 0;
-  // Every key in the namespace.
+  // Every key in the namespace; only for removing earlier runs' records, so
+  // a store that cannot list returns none (its leftovers stay, unread).
   virtual std::vector<std::string> list() = 0;
   // The namespace is empty for now (e.g. rmdir); best effort.
   virtual void finish() noexcept {}

@@ -1,10 +1,10 @@
 // Copyright 2026 the jaccl authors.
 #include "common/error.h"
 
-#include <cctype>
 #include <cstring>
 #include <exception>
-#include <sstream>
+#include <memory>
+#include <utility>
 
 namespace jaccl {
 
@@ -28,148 +28,187 @@ const char* to_string(ErrorKind kind) noexcept {
   return "Unknown";
 }
 
-namespace detail {
-
-std::string format_error(std::string_view what, const ErrorContext& ctx) {
-  std::ostringstream out;
-  out << "[jaccl] ";
-  if (ctx.rank >= 0) {
-    out << "rank " << ctx.rank << ": ";
-  }
-  out << what;
-  bool paren = false;
-  auto sep = [&] {
-    out << (paren ? ", " : " (");
-    paren = true;
-  };
-  if (ctx.peer >= 0) {
-    sep();
-    out << "peer rank " << ctx.peer;
-  }
-  if (!ctx.address.empty()) {
-    sep();
-    out << "address " << ctx.address;
-  }
-  if (paren) {
-    out << ")";
-  }
-  if (ctx.sys_errno != 0) {
-    out << ": " << std::strerror(ctx.sys_errno);
-  }
-  return out.str();
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  constexpr size_t kShown = 16;
-  std::string out;
-  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) {
-    out += (i ? ", " : "") + std::to_string(ranks[i]);
-  }
-  if (ranks.size() > kShown) {
-    out += " and " + std::to_string(ranks.size() - kShown) + " more";
-  }
-  return out;
-}
-
-std::string ranks_phrase(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
-}
-
 namespace {
-template <class E>
-[[noreturn]] void throw_as(const std::string& msg) {
-  throw E(msg);
-}
-}  // namespace
 
-[[noreturn]] void raise(ErrorKind kind, std::string_view what,
-                        const ErrorContext& ctx) {
-  throw_error(kind, format_error(what, ctx));
+std::shared_ptr<const ErrorInfo> text_only(const std::string& what) {
+  auto info = std::make_shared<ErrorInfo>();
+  info->detail = detail::escape_detail(what);
+  return info;
 }
 
-std::string rename_ranks(std::string_view text, const std::vector<int>& names) {
-  std::string out;
-  out.reserve(text.size() + 16);
-  size_t i = 0;
-  auto is_digit = [&](size_t at) {
-    return at < text.size() && text[at] >= '0' && text[at] <= '9';
-  };
-  // Copies the number at i (renamed when it is a member) and advances i.
-  auto number = [&] {
-    size_t end = i;
-    long v = 0;
-    while (is_digit(end)) {
-      v = v < 1000000 ? v * 10 + (text[end] - '0') : v;
-      ++end;
-    }
-    if (v < static_cast<long>(names.size())) {
-      out += std::to_string(names[static_cast<size_t>(v)]);
-    } else {
-      out.append(text.substr(i, end - i));
-    }
-    i = end;
-  };
-  while (i < text.size()) {
-    const bool word_start =
-        i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]));
-    const std::string_view rest = text.substr(i);
-    const bool rank =
-        word_start && (rest.starts_with("rank ") || rest.starts_with("Rank "));
-    const bool ranks = word_start && (rest.starts_with("ranks ") ||
-                                      rest.starts_with("Ranks "));
-    if (!rank && !ranks) {
-      out += text[i++];
-      continue;
-    }
-    const size_t word = ranks ? 6 : 5;
-    out.append(rest.substr(0, word));
-    i += word;
-    if (!is_digit(i)) {
-      continue;
-    }
-    number();
-    // "ranks 1, 2, 5": the list goes on through ", N".
-    while (ranks && text.substr(i).starts_with(", ") && is_digit(i + 2)) {
-      out += ", ";
-      i += 2;
-      number();
-    }
-  }
-  return out;
-}
-
-[[noreturn]] void throw_error(ErrorKind kind, const std::string& msg) {
-  // Throw the concrete subclass so catch (PeerLostError&) works.
+// Throws the concrete subclass of kind, so catch (PeerLostError&) works.
+template <class Arg>
+[[noreturn]] void throw_of_kind(ErrorKind kind, Arg&& arg) {
   switch (kind) {
     case ErrorKind::Config:
-      throw_as<ConfigError>(msg);
+      throw ConfigError(std::forward<Arg>(arg));
     case ErrorKind::Timeout:
-      throw_as<TimeoutError>(msg);
+      throw TimeoutError(std::forward<Arg>(arg));
     case ErrorKind::PeerLost:
-      throw_as<PeerLostError>(msg);
+      throw PeerLostError(std::forward<Arg>(arg));
     case ErrorKind::Protocol:
-      throw_as<ProtocolError>(msg);
+      throw ProtocolError(std::forward<Arg>(arg));
     case ErrorKind::Io:
-      throw_as<IoError>(msg);
+      throw IoError(std::forward<Arg>(arg));
     case ErrorKind::Usage:
-      throw_as<UsageError>(msg);
+      throw UsageError(std::forward<Arg>(arg));
     case ErrorKind::Internal:
       break;
   }
-  throw Error(kind, msg);
+  throw Error(kind, std::forward<Arg>(arg));
+}
+
+template <class Arg>
+std::exception_ptr ptr_of_kind(ErrorKind kind, Arg&& arg) {
+  try {
+    throw_of_kind(kind, std::forward<Arg>(arg));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace
+
+Error::Error(ErrorKind kind, const std::string& what)
+    : std::runtime_error(what),
+      kind_(kind),
+      structured_(false),
+      info_(text_only(what)) {}
+
+Error::Error(ErrorKind kind, ErrorInfo info)
+    : std::runtime_error(detail::format_error(info)),
+      kind_(kind),
+      structured_(true),
+      info_(std::make_shared<const ErrorInfo>(std::move(info))) {}
+
+std::string Error::detail() const {
+  return detail::render_detail(info_->detail, info_->peers);
+}
+
+std::exception_ptr make_error(ErrorKind kind, ErrorInfo info) {
+  return ptr_of_kind(kind, std::move(info));
+}
+
+std::exception_ptr with_context(const Error& e, const std::string& context) {
+  if (!e.structured()) {
+    return ptr_of_kind(e.kind(), context + e.what());
+  }
+  ErrorInfo info = e.info();
+  info.context = context + info.context;
+  return make_error(e.kind(), std::move(info));
+}
+
+namespace detail {
+
+ErrorInfo error_info(const Detail& what, const ErrorContext& ctx) {
+  Detail d;
+  if (ctx.peer >= 0) {
+    d.mention(ctx.peer);
+  }
+  d += what;
+  ErrorInfo info;
+  info.rank = ctx.rank;
+  info.peer = ctx.peer;
+  info.peers = d.ranks();
+  info.address = ctx.address;
+  info.sys_errno = ctx.sys_errno;
+  info.detail = d.pattern();
+  return info;
+}
+
+std::string format_error(const ErrorInfo& info) {
+  std::string out = info.context + "[jaccl] ";
+  if (info.rank >= 0) {
+    out += "rank " + std::to_string(info.rank) + ": ";
+  }
+  out += render_detail(info.detail, info.peers);
+  bool paren = false;
+  auto sep = [&] {
+    out += paren ? ", " : " (";
+    paren = true;
+  };
+  if (info.peer >= 0) {
+    sep();
+    out += "peer rank " + std::to_string(info.peer);
+  }
+  if (!info.address.empty()) {
+    sep();
+    out += "address " + info.address;
+  }
+  if (paren) {
+    out += ")";
+  }
+  if (info.sys_errno != 0) {
+    out += std::string(": ") + std::strerror(info.sys_errno);
+  }
+  if (info.relayed_by >= 0) {
+    out += " (relayed by rank " + std::to_string(info.relayed_by) + ")";
+  }
+  return out;
+}
+
+std::string format_error(const Detail& what, const ErrorContext& ctx) {
+  return format_error(error_info(what, ctx));
+}
+
+[[noreturn]] void raise(ErrorKind kind, const Detail& what,
+                        const ErrorContext& ctx) {
+  throw_of_kind(kind, error_info(what, ctx));
+}
+
+std::exception_ptr error_ptr(ErrorKind kind, const Detail& what,
+                             const ErrorContext& ctx) {
+  return make_error(kind, error_info(what, ctx));
+}
+
+[[noreturn]] void throw_error(ErrorKind kind, ErrorInfo info) {
+  throw_of_kind(kind, std::move(info));
+}
+
+[[noreturn]] void throw_error(ErrorKind kind, const std::string& msg) {
+  throw_of_kind(kind, msg);
+}
+
+ErrorInfo renamed(ErrorInfo info, const std::vector<int>& names) {
+  auto job = [&](int m) {
+    return m >= 0 && static_cast<size_t>(m) < names.size()
+               ? names[static_cast<size_t>(m)]
+               : m;
+  };
+  info.rank = job(info.rank);
+  info.peer = job(info.peer);
+  info.relayed_by = job(info.relayed_by);
+  for (int& r : info.peers) {
+    r = job(r);
+  }
+  // TRANSITIONAL (structured errors): rank numbers still typed into the
+  // text by unconverted throw sites (see rename_ranks). Remove with it.
+  info.detail = Detail::from_template(info.detail, info.peers)
+                    .text_mapped([&](std::string_view text) {
+                      return rename_ranks(text, names);
+                    })
+                    .pattern();
+  return info;
+}
+
+[[noreturn]] void throw_renamed(const Error& e, const std::vector<int>& names) {
+  if (!e.structured()) {
+    throw_of_kind(e.kind(), rename_ranks(e.what(), names));  // TRANSITIONAL
+  }
+  throw_of_kind(e.kind(), renamed(e.info(), names));
 }
 
 [[noreturn]] void rethrow_as_error(std::exception_ptr e, ErrorKind kind,
-                                   std::string_view context,
+                                   const Detail& context,
                                    const ErrorContext& ctx) {
   try {
     std::rethrow_exception(e);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& ex) {
-    raise(kind, std::string(context) + ": " + ex.what(), ctx);
+    raise(kind, context + ": " + ex.what(), ctx);
   } catch (...) {
-    raise(kind, std::string(context) + ": unknown exception", ctx);
+    raise(kind, context + ": unknown exception", ctx);
   }
 }
 

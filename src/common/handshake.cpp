@@ -149,7 +149,8 @@ void client_handshake(int fd, const Hello& me, std::string_view token,
     std::string reason(
         reinterpret_cast<const char*>(&v[4]),
         ::strnlen(reinterpret_cast<const char*>(&v[4]), kVerdictBytes - 4));
-    raise(ErrorKind::Config, "connection rejected by peer: " + reason, ctx);
+    raise(ErrorKind::Config,
+          "connection rejected by peer: " + Detail::from_wire(reason), ctx);
   }
 }
 
@@ -226,11 +227,12 @@ ServerHandshake::State ServerHandshake::on_readable(int fd) {
   }
 }
 
-void send_verdict(int fd, bool ok, std::string_view reason, const Deadline& dl,
+void send_verdict(int fd, bool ok, const Detail& reason, const Deadline& dl,
                   const ErrorContext& ctx) {
   std::array<uint8_t, kVerdictBytes> v{};
   put_u32(&v[0], ok ? 1 : 0);
-  std::memcpy(&v[4], reason.data(), std::min(reason.size(), kVerdictBytes - 5));
+  const std::string wire = reason.to_wire();
+  std::memcpy(&v[4], wire.data(), std::min(wire.size(), kVerdictBytes - 5));
   send_all(fd, v.data(), v.size(), dl, ctx);
 }
 

@@ -98,8 +98,9 @@ class ServerHandshake {
 };
 
 // After ServerHandshake is Done: accept, or reject with a reason the client
-// will print. Blocking but tiny.
-void send_verdict(int fd, bool ok, std::string_view reason, const Deadline& dl,
+// will print (its ranks travel as fields: Detail::to_wire). Blocking but
+// tiny.
+void send_verdict(int fd, bool ok, const Detail& reason, const Deadline& dl,
                   const ErrorContext& ctx);
 
 // Blocking server side for one connection (data listeners use it): runs the

@@ -36,7 +36,7 @@ void GroupHandle::guarded(F&& f) {
   try {
     f();
   } catch (const Error& e) {
-    throw_error(e.kind(), rename_ranks(e.what(), names_));
+    throw_renamed(e, names_);
   }
 }
 

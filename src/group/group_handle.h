@@ -1,9 +1,10 @@
 // Copyright 2026 the jaccl authors.
 // The group a caller holds: the data plane's group (net, shm or
 // hierarchical) plus what split() needs, the configuration it was built
-// from and, for a child, the job ranks of its members. A child's messages
-// are written with member numbers by the layers below; the handle turns
-// them into job ranks on the way out, in one place.
+// from and, for a child, the job ranks of its members. A child's errors
+// are made with member numbers by the layers below; the handle maps their
+// rank fields to job ranks on the way out, in one place, and the message is
+// built again from the mapped fields.
 #pragma once
 
 #include <memory>
@@ -42,7 +43,7 @@ class GroupHandle final : public Group {
   const std::vector<int>& names() const { return names_; }
 
  private:
-  // Runs f; a child rethrows a jaccl::Error with job ranks in its message.
+  // Runs f; a child rethrows a jaccl::Error with job ranks in its fields.
   template <class F>
   void guarded(F&& f);
 

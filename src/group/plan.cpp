@@ -33,7 +33,7 @@ Plan choose_plan(const Config& cfg, const std::vector<TcpCard>& cards,
   if (transport == "shm" && remote >= 0) {
     const TcpCard& c = cards[static_cast<size_t>(remote)];
     raise(ErrorKind::Config,
-          "JACCL_TRANSPORT=shm but rank " + std::to_string(remote) +
+          "JACCL_TRANSPORT=shm but " + rank_ref(remote) +
               " is not on this host (" + c.hostname +
               ", another kernel or IPC namespace): use auto or tcp",
           {.rank = rank, .peer = remote});

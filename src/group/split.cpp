@@ -17,11 +17,12 @@ namespace jaccl::detail {
 
 namespace {
 
-// An error of the parent while it carries the child's set-up: its message
-// already names job ranks, so it must not be renamed with the child's.
+// An error of the parent while it carries the child's set-up: its fields
+// already hold job ranks, so they must not be renamed with the child's.
+// (An Error, so the side channel passes it through as it is.)
 class ParentError : public Error {
  public:
-  ParentError(ErrorKind kind, const std::string& what) : Error(kind, what) {}
+  explicit ParentError(const Error& e) : Error(e) {}
 };
 
 // The child's side channel: a star at the child's first member over the
@@ -46,7 +47,7 @@ AllGatherFn over_parent(GroupHandle& parent, std::vector<int> members, int me) {
         parent.recv(dst, k * n, members[0]);
       }
     } catch (const Error& e) {
-      throw ParentError(e.kind(), e.what());
+      throw ParentError(e);
     }
   };
 }
@@ -127,9 +128,9 @@ std::shared_ptr<Group> split_group(GroupHandle& parent, int color, int key) {
     return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
                                          std::move(names));
   } catch (const ParentError& e) {
-    throw_error(e.kind(), e.what());
+    throw_renamed(e, {});  // no names: rethrown of its own class, as it is
   } catch (const Error& e) {
-    throw_error(e.kind(), rename_ranks(e.what(), names));
+    throw_renamed(e, names);
   }
 }
 

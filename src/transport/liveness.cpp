@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -16,6 +15,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/error_wire.h"
 #include "common/log.h"
 
 namespace jaccl::detail {
@@ -24,7 +24,7 @@ namespace {
 
 constexpr uint16_t kCtlMagic = 0xC71A;
 constexpr size_t kCtlHeader = 12;
-constexpr uint32_t kMaxText = 2048;
+constexpr uint32_t kMaxText = 16384;      // an ABORT's encoded error
 constexpr size_t kMaxQueued = 64 * 1024;  // heartbeats beyond are dropped
 enum : uint8_t { kHeartbeat = 1, kGoodbye = 2, kAbort = 3 };
 
@@ -49,24 +49,16 @@ const uint8_t* bytes_at(const std::string& s, size_t at) {
 }
 
 // Where an ABORT this rank relays came from (set by the monitor thread
-// around the fail() call that runs the hook synchronously).
+// around the fail() call that runs the hook synchronously): the root's
+// kind and fields, relayed on as the root made them.
 struct Origin {
   int root = -1;
   ErrorKind kind = ErrorKind::Internal;
-  std::string text;
+  ErrorInfo info;
 };
 thread_local const Origin* t_relay = nullptr;
 
-std::exception_ptr make_error(ErrorKind kind, const std::string& what,
-                              const ErrorContext& ctx) {
-  try {
-    raise(kind, what, ctx);
-  } catch (...) {
-    return std::current_exception();
-  }
-}
-
-// "[jaccl] rank 2: x" -> "x", so relayed texts do not stack prefixes.
+// "[jaccl] rank 2: x" -> "x", for an error made from a message alone.
 std::string strip_prefix(std::string s, int rank) {
   const std::string a = "[jaccl] ";
   if (s.rfind(a, 0) == 0)
@@ -77,50 +69,6 @@ std::string strip_prefix(std::string s, int rank) {
   return s;
 }
 
-bool word_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-}
-
-// How rank `me` shows a text that rank `root` wrote about itself: "this rank"
-// (and "This rank") becomes "rank <root>", and a "peer rank <me>" note, which
-// on `me` would only name the reader, is dropped ("(peer rank 0)" goes,
-// "(peer rank 0, address a)" becomes "(address a)").
-std::string relayed_text(std::string text, int root, int me) {
-  const std::string rank = "rank " + std::to_string(root);
-  for (const char* from : {"this rank", "This rank"}) {
-    const std::string f = from;
-    const std::string to = from[0] == 'T' ? "R" + rank.substr(1) : rank;
-    for (size_t at = text.find(f); at != std::string::npos;
-         at = text.find(f, at)) {
-      const size_t end = at + f.size();
-      if ((at > 0 && word_char(text[at - 1])) ||
-          (end < text.size() && word_char(text[end]))) {
-        at = end;
-        continue;
-      }
-      text.replace(at, f.size(), to);
-      at += to.size();
-    }
-  }
-  const std::string note = "(peer rank " + std::to_string(me);
-  for (size_t at = text.find(note); at != std::string::npos;
-       at = text.find(note, at)) {
-    const size_t end = at + note.size();
-    if (end < text.size() && text[end] == ')') {
-      // " (peer rank me)": the whole note goes, with the space before it.
-      const size_t from = at > 0 && text[at - 1] == ' ' ? at - 1 : at;
-      text.erase(from, end + 1 - from);
-      at = from;
-    } else if (text.compare(end, 2, ", ") == 0) {
-      text.erase(at + 1, end + 2 - (at + 1));  // keep "(", drop the rest
-      at += 1;
-    } else {
-      at = end;  // "(peer rank 12" when me is 1: another rank
-    }
-  }
-  return text;
-}
-
 Origin origin_of(std::exception_ptr e, int rank) {
   Origin o;
   o.root = rank;
@@ -128,13 +76,42 @@ Origin origin_of(std::exception_ptr e, int rank) {
     std::rethrow_exception(e);
   } catch (const Error& err) {
     o.kind = err.kind();
-    o.text = strip_prefix(err.what(), rank);
+    if (err.structured()) {
+      o.info = err.info();
+      o.info.context.clear();
+    } else {
+      o.info.detail = escape_detail(strip_prefix(err.what(), rank));
+    }
   } catch (const std::exception& err) {
-    o.text = err.what();
+    o.info.detail = escape_detail(err.what());
   } catch (...) {
-    o.text = "unknown exception";
+    o.info.detail = "unknown exception";
   }
+  o.info.rank = rank;
   return o;
+}
+
+// How rank `me` shows what rank `root` wrote about itself (and `via`
+// passed on): "this rank" reads as the root, and a peer note naming the
+// reader goes; the root's address and errno stay.
+std::exception_ptr relayed(const Origin& o, int me, int via) {
+  const ErrorInfo& ri = o.info;
+  Detail body = Detail::from_template(ri.detail, ri.peers)
+                    .replaced("this rank", rank_ref(o.root))
+                    .replaced("This rank", "Rank " + rank_num(o.root));
+  ErrorInfo info = error_info(rank_ref(o.root) + " reported: " + body,
+                              {.rank = me,
+                               .peer = ri.peer == me ? -1 : ri.peer,
+                               .address = ri.address,
+                               .sys_errno = ri.sys_errno});
+  if (via != o.root) {
+    info.relayed_by = via;
+    if (std::find(info.peers.begin(), info.peers.end(), via) ==
+        info.peers.end()) {
+      info.peers.push_back(via);
+    }
+  }
+  return make_error(o.kind, std::move(info));
 }
 
 }  // namespace
@@ -202,7 +179,8 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
       return;
     }
     Origin o = t_relay ? *t_relay : origin_of(st->error(), rank);
-    std::string f = frame(kAbort, static_cast<uint8_t>(o.kind), o.root, o.text);
+    std::string f = frame(kAbort, static_cast<uint8_t>(o.kind), o.root,
+                          encode_error_info(o.info, kMaxText));
     {
       std::lock_guard<std::mutex> lock(s->mu);
       if (s->stopping) {
@@ -236,14 +214,19 @@ void LivenessMonitor::run() {
   std::vector<std::string> in(n);
   auto next_hb = now;
 
-  auto fail = [&](ErrorKind kind, const std::string& what, int err,
-                  const Origin* relay) {
+  auto fail_with = [&](std::exception_ptr e, const Origin* relay) {
     t_relay = relay;
-    if (state_->fail(make_error(kind, what, {.rank = rank_, .sys_errno = err}),
-                     /*authoritative=*/true)) {
-      JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << what);
+    if (state_->fail(e, /*authoritative=*/true)) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const Error& err) {
+        JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << err.what());
+      }
     }
     t_relay = nullptr;
+  };
+  auto fail = [&](ErrorKind kind, const Detail& what, const ErrorContext& ctx) {
+    fail_with(error_ptr(kind, what, ctx), nullptr);
   };
   auto close_peer = [&](size_t p) {
     control_[p].reset();
@@ -290,7 +273,7 @@ void LivenessMonitor::run() {
       err = k == 0 ? 0 : errno;
       break;
     }
-    const std::string who = "rank " + std::to_string(p);
+    const Detail who = rank_ref(static_cast<int>(p));
     while (in[p].size() >= kCtlHeader) {
       const std::string& s = in[p];
       uint8_t type = static_cast<uint8_t>(s[0]);
@@ -301,7 +284,7 @@ void LivenessMonitor::run() {
         fail(ErrorKind::Protocol,
              who + " sent a malformed control frame (type " +
                  std::to_string(type) + ", length " + std::to_string(len) + ")",
-             0, nullptr);
+             {.rank = rank_});
         close_peer(p);
         return;
       }
@@ -315,15 +298,15 @@ void LivenessMonitor::run() {
         o.kind = kind <= static_cast<uint8_t>(ErrorKind::Internal)
                      ? static_cast<ErrorKind>(kind)
                      : ErrorKind::Internal;
-        o.text = s.substr(kCtlHeader, len);
-        // o.text is relayed on as the root wrote it; only what this rank
-        // shows is rewritten from the root's point of view.
-        std::string what = "rank " + std::to_string(o.root) +
-                           " reported: " + relayed_text(o.text, o.root, rank_);
-        if (o.root != static_cast<int>(p)) {
-          what += " (relayed by " + who + ")";
+        const std::string_view body(s.data() + kCtlHeader, len);
+        if (auto info = decode_error_info(body)) {
+          o.info = std::move(*info);
+        } else {  // not an encoded error: shown as text
+          o.info.detail = escape_detail(body);
         }
-        fail(o.kind, what, 0, &o);
+        // o.info is relayed on as the root made it; only what this rank
+        // shows is rewritten from the root's point of view.
+        fail_with(relayed(o, rank_, static_cast<int>(p)), &o);
       }
       in[p].erase(0, kCtlHeader + len);
     }
@@ -331,7 +314,8 @@ void LivenessMonitor::run() {
       close_peer(p);
       if (!goodbye[p]) {
         fail(ErrorKind::PeerLost,
-             who + " died or closed its connection (no goodbye)", err, nullptr);
+             who + " died or closed its connection (no goodbye)",
+             {.rank = rank_, .sys_errno = err});
       }
     }
   };
@@ -373,7 +357,8 @@ void LivenessMonitor::run() {
     }
     int k = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (k < 0 && errno != EINTR) {
-      fail(ErrorKind::Io, "liveness monitor: poll failed", errno, nullptr);
+      fail(ErrorKind::Io, "liveness monitor: poll failed",
+           {.rank = rank_, .sys_errno = errno});
       break;
     }
     if (k > 0 && (pfds[0].revents & POLLIN)) {
@@ -397,9 +382,9 @@ void LivenessMonitor::run() {
             now - last[p] > heartbeat_) {
           reported[p] = 1;
           fail(ErrorKind::PeerLost,
-               "no heartbeat from rank " + std::to_string(p) + " for " +
+               "no heartbeat from " + rank_ref(static_cast<int>(p)) + " for " +
                    format_duration(heartbeat_) + ": host unreachable?",
-               0, nullptr);
+               {.rank = rank_});
         }
       }
     }

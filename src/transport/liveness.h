@@ -6,10 +6,11 @@
 // the side channel.
 //
 // Control frames (12-byte header, little endian: type u8, kind u8, magic u16,
-// root rank i32, text length u32, then the text):
+// root rank i32, body length u32, then the body):
 //   HEARTBEAT  sent every heartbeat_timeout / 4
 //   GOODBYE    sent when the group is destroyed normally
-//   ABORT      (root rank, error kind, text) sent once to every peer when this
+//   ABORT      (root rank, error kind, the root's error fields encoded by
+//              common/error_wire.h) sent once to every peer when this
 //              rank's FailureState records its first failure
 //
 // Detection bounds:

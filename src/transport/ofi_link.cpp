@@ -408,7 +408,7 @@ std::string from_hex(const std::string& s, int from, int me) {
       return c - 'a' + 10;
     }
     raise(ErrorKind::Protocol,
-          "rank " + std::to_string(from) + " published a malformed ofi card",
+          rank_ref(from) + " published a malformed ofi card",
           {.rank = me, .peer = from});
   };
   if (s.size() % 2 != 0) {
@@ -526,8 +526,7 @@ void OfiNet::insert_peers(const std::vector<std::vector<std::string>>& cards) {
       }
       if (cards[r].size() != impl_->wires.size()) {
         raise(ErrorKind::Config,
-              "rank " + std::to_string(from) + " published " +
-                  std::to_string(cards[r].size()) +
+              rank_ref(from) + " published " + std::to_string(cards[r].size()) +
                   " ofi endpoints but this rank has " +
                   std::to_string(impl_->wires.size()) +
                   (cards[r].empty() ? " (it did not open the ofi transport)"
@@ -538,7 +537,7 @@ void OfiNet::insert_peers(const std::vector<std::vector<std::string>>& cards) {
           ofi::Card::decode(from_hex(cards[r][w], from, me), from, me);
     }
     impl_->wires[w]->ep->insert_peers(per_rank, {});
-    if (provider() == "shm") {
+    if (provider() == "shm" && ofi::shm_lock_rescue_enabled()) {
       std::vector<std::string> regions;
       for (const ofi::Card& c : per_rank) {
         std::string name = ofi::shm_region_of_address(c.address);

@@ -92,10 +92,9 @@ std::string encode_card(const TcpCard& c) {
 }
 
 TcpCard decode_card(std::string_view bytes, int from, int me) {
-  auto bad = [&](const std::string& why) -> TcpCard {
+  auto bad = [&](const Detail& why) -> TcpCard {
     raise(ErrorKind::Protocol,
-          "rank " + std::to_string(from) + " published a malformed TCP card (" +
-              why + ")",
+          rank_ref(from) + " published a malformed TCP card (" + why + ")",
           {.rank = me, .peer = from});
   };
   nlohmann::json j;
@@ -141,7 +140,7 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
     return bad(e.what());
   }
   if (c.rank != from) {
-    return bad("it claims to be rank " + std::to_string(c.rank));
+    return bad("it claims to be " + rank_ref(c.rank));
   }
   if (c.wires < 1 || c.wires > 64) {
     return bad("wires " + std::to_string(c.wires) + " out of range 1..64");
@@ -168,7 +167,7 @@ std::vector<TcpCard> exchange_cards(SideChannel& sc, const TcpCard& mine) {
     cards.push_back(decode_card(raw[r], static_cast<int>(r), sc.rank()));
     if (cards.back().wires != mine.wires) {
       raise(ErrorKind::Config,
-            "rank " + std::to_string(r) + " uses " +
+            rank_ref(static_cast<int>(r)) + " uses " +
                 std::to_string(cards.back().wires) +
                 " wires per peer (JACCL_WIRES) but this rank uses " +
                 std::to_string(mine.wires),

@@ -97,7 +97,7 @@ void check_listen_pairs(const std::vector<char>& listens, int me) {
   }
   if (silent.size() >= 2) {
     raise(ErrorKind::Config,
-          "ranks " + rank_list(silent) +
+          "ranks " + rank_nums(silent) +
               (silent.size() == 2 ? " both" : " all") +
               " have JACCL_LISTEN=0; at least one of each pair must listen",
           {.rank = me});
@@ -168,27 +168,27 @@ std::vector<int> TcpAcceptor::missing() const {
   return out;
 }
 
-// Why a completed handshake is not one we expect ("" when it is).
-std::string TcpAcceptor::check(const Hello& h) const {
-  const std::string who = "rank " + std::to_string(h.rank);
+// Why a completed handshake is not one we expect (empty when it is).
+Detail TcpAcceptor::check(const Hello& h) const {
+  const Detail who = rank_ref(h.rank);
   if (h.job != job_) {
     return "another job (job fingerprint differs)";
   }
   if (h.size != size_) {
-    return who + " has group size " + std::to_string(h.size) + ", rank " +
-           std::to_string(rank_) + " has " + std::to_string(size_);
+    return who + " has group size " + std::to_string(h.size) + ", " +
+           rank_ref(rank_) + " has " + std::to_string(size_);
   }
   if (h.channel != Channel::Data && h.channel != Channel::Control) {
     return std::string(channel_name(h.channel)) +
            " connection on a data-plane port";
   }
   if (h.rank < 0 || h.rank >= size_ || h.rank == rank_) {
-    return "rank " + std::to_string(h.rank) + " is not a peer of rank " +
-           std::to_string(rank_) + " in a group of " + std::to_string(size_);
+    return who + " is not a peer of " + rank_ref(rank_) + " in a group of " +
+           std::to_string(size_);
   }
   int w = expected_[static_cast<size_t>(h.rank)];
   if (w < 0) {
-    return who + " is not expected to dial rank " + std::to_string(rank_);
+    return who + " is not expected to dial " + rank_ref(rank_);
   }
   if (h.channel == Channel::Control) {
     if (h.wire != 0) {
@@ -197,7 +197,7 @@ std::string TcpAcceptor::check(const Hello& h) const {
     if (control_[static_cast<size_t>(h.rank)].valid()) {
       return "duplicate control connection from " + who;
     }
-    return "";
+    return {};
   }
   if (h.wire < 0 || h.wire >= w) {
     return "wire " + std::to_string(h.wire) + " from " + who +
@@ -206,7 +206,7 @@ std::string TcpAcceptor::check(const Hello& h) const {
   if (data_[static_cast<size_t>(h.rank)][static_cast<size_t>(h.wire)].valid()) {
     return "duplicate wire " + std::to_string(h.wire) + " from " + who;
   }
-  return "";
+  return {};
 }
 
 void TcpAcceptor::run() {
@@ -216,9 +216,10 @@ void TcpAcceptor::run() {
   };
   std::deque<Pending> pending;
   std::vector<pollfd> pfds;
-  auto drop = [&](Pending& c, const std::string& why, bool tell) {
+  auto drop = [&](Pending& c, const Detail& why, bool tell) {
     JACCL_LOG(Warn, "rank " << rank_ << ": dropped a connection from "
-                            << peer_address(c.fd.get()).str() << ": " << why);
+                            << peer_address(c.fd.get()).str() << ": "
+                            << why.str());
     if (tell) {
       try {
         send_verdict(c.fd.get(), false, why, Deadline::after(Millis(500)),
@@ -261,7 +262,7 @@ void TcpAcceptor::run() {
         drop(c, c.hs.failure(), false);
       } else if (st == ServerHandshake::State::Done) {
         const Hello& h = c.hs.hello();
-        std::string why;
+        Detail why;
         {
           std::lock_guard<std::mutex> lock(mu_);
           why = check(h);

@@ -81,7 +81,7 @@ class TcpAcceptor {
 
  private:
   void run();
-  std::string check(const Hello& h) const;
+  Detail check(const Hello& h) const;
 
   int rank_;
   int size_;

@@ -99,8 +99,7 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
     if (is_loopback_address(c.addresses.front()) &&
         (c.boot_id != mine.boot_id || c.net_ns != mine.net_ns)) {
       raise(ErrorKind::Config,
-            "rank " + std::to_string(p) + " listens on loopback (" +
-                c.addresses.front() +
+            rank_ref(p) + " listens on loopback (" + c.addresses.front() +
                 ") but runs on another host or network namespace (" +
                 c.hostname + "): set JACCL_IFNAME there",
             {.rank = me, .peer = p});
@@ -198,19 +197,18 @@ void collect(TcpSetup& st, std::unique_ptr<TcpAcceptor> acceptor,
   if (missing_out.empty() && missing_in.empty()) {
     return;
   }
-  std::string what = "timed out after " + format_duration(dl.total()) +
-                     " connecting the TCP data plane:";
+  Detail what = "timed out after " + format_duration(dl.total()) +
+                " connecting the TCP data plane:";
   if (!missing_out.empty()) {
     const TcpCard& c = st.cards[static_cast<size_t>(missing_out.front())];
-    what += " could not connect to " + ranks_phrase(missing_out) + " (" +
-            (missing_out.size() > 1 ? "rank " + std::to_string(c.rank) + ": "
-                                    : "") +
+    what += " could not connect to " + ranks_ref(missing_out) + " (" +
+            (missing_out.size() > 1 ? rank_ref(c.rank) + ": " : Detail()) +
             c.hostname + ", " + HostPort{c.addresses.front(), c.port}.str() +
             ")";
   }
   if (!missing_in.empty()) {
     what += std::string(missing_out.empty() ? "" : ";") +
-            " no connection arrived from " + ranks_phrase(missing_in);
+            " no connection arrived from " + ranks_ref(missing_in);
   }
   raise(ErrorKind::Timeout, what, {.rank = st.me});
 }

@@ -1,6 +1,9 @@
 // Copyright 2026 the jaccl authors.
 // The error hierarchy and its one formatting helper: format_error's layout,
-// raise() throwing the concrete subclass for every kind, rethrow_as_error.
+// raise() throwing the concrete subclass for every kind, rethrow_as_error;
+// the fields (rank, peer, peers, address, errno, detail) and the detail
+// template whose rank references are fields, renaming a split child's
+// member numbers by the fields, the fields on the wire.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -8,9 +11,11 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
+#include "common/error_wire.h"
 #include "jaccl/error.h"
 
 namespace jaccl::detail {
@@ -238,6 +243,308 @@ TEST(RethrowAsError, KeepsOriginalMessageText) {
     EXPECT_TRUE(contains(e.what(), "calling f"));
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
   }
+}
+
+// ---- structured errors -----------------------------------------------------
+
+template <class E = Error>
+E caught(auto thrower) {
+  try {
+    thrower();
+  } catch (const E& e) {
+    return e;
+  }
+  throw std::logic_error("nothing of the expected class was thrown");
+}
+
+TEST(Detail, PlainTextIsTextBracesIncluded) {
+  const Detail d = std::string("json {\"a\": 1} and {0} and }{");
+  EXPECT_EQ(d.str(), "json {\"a\": 1} and {0} and }{");
+  EXPECT_TRUE(d.ranks().empty());
+  EXPECT_EQ(format_error(d), "[jaccl] json {\"a\": 1} and {0} and }{");
+}
+
+TEST(Detail, RankReferencesRenderAndAreFields) {
+  const Detail d = "timed out waiting for " + ranks_ref({3, 5}) + ", " +
+                   rank_ref(3) + " first (" + rank_num(7) + ")";
+  EXPECT_EQ(d.str(), "timed out waiting for ranks 3, 5, rank 3 first (7)");
+  EXPECT_EQ(d.ranks(), (std::vector<int>{3, 5, 7}));  // each once
+  EXPECT_EQ(ranks_ref({4}).str(), "rank 4");
+  EXPECT_EQ(rank_nums({2, 5, 7}).str(), "2, 5, 7");
+  std::vector<int> many;
+  for (int r = 0; r < 20; ++r) {
+    many.push_back(r);
+  }
+  EXPECT_EQ(ranks_ref(many).str(),
+            "ranks 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 and "
+            "4 more");
+  EXPECT_EQ(ranks_ref(many).ranks(), many);  // all of them, not 16
+}
+
+TEST(Detail, ConcatenationKeepsEachSidesRanks) {
+  Detail a = rank_ref(9) + " and " + rank_ref(2);
+  const Detail b = rank_ref(2) + " then " + ranks_ref({8, 9});
+  a += "; " + b;
+  EXPECT_EQ(a.str(), "rank 9 and rank 2; rank 2 then ranks 8, 9");
+  EXPECT_EQ(a.ranks(), (std::vector<int>{9, 2, 8}));
+  a += a;
+  EXPECT_EQ(a.str(),
+            "rank 9 and rank 2; rank 2 then ranks 8, 9"
+            "rank 9 and rank 2; rank 2 then ranks 8, 9");
+}
+
+TEST(Detail, MalformedPlaceholdersReadAsText) {
+  EXPECT_EQ(render_detail("a {7} b", {1}), "a {7} b");  // no rank 7
+  EXPECT_EQ(render_detail("a {0-} {x} {", {1}), "a {0-} {x} {");
+  EXPECT_EQ(render_detail("{0}{{0}}{1-2}", {4, 5, 6}), "4{0}5, 6");
+  EXPECT_EQ(render_detail("{2-1}", {4, 5, 6}), "{2-1}");
+  EXPECT_EQ(render_detail("{0-4000000000}", {1}), "{0-4000000000}");
+}
+
+TEST(Detail, ReplacedOnlyInTextAndWholeWords) {
+  const Detail d = Detail("this rank called x but ") + rank_ref(2) +
+                   " called y (this "
+                   "rank's op; thisrank)";
+  const Detail r = d.replaced("this rank", rank_ref(1));
+  EXPECT_EQ(r.str(),
+            "rank 1 called x but rank 2 called y (rank 1's op; thisrank)");
+  EXPECT_EQ(r.ranks(), (std::vector<int>{2, 1}));
+}
+
+TEST(Detail, WireFormCarriesRanksAsNumbers) {
+  const Detail d = "{braces} " + rank_ref(3) + " and " + ranks_ref({4, 1});
+  const std::string wire = d.to_wire();
+  EXPECT_EQ(wire, "{{braces}} rank {=3} and ranks {=4,1}");
+  const Detail back = Detail::from_wire(wire);
+  EXPECT_EQ(back.str(), d.str());
+  EXPECT_EQ(back.ranks(), (std::vector<int>{3, 4, 1}));
+  // Not a jaccl sender: its text stays text.
+  EXPECT_EQ(Detail::from_wire("a {=x} {b").str(), "a {=x} {b");
+  EXPECT_TRUE(Detail::from_wire("a {=x} {b").ranks().empty());
+}
+
+TEST(ErrorFields, RaiseFillsEveryField) {
+  auto e = caught<PeerLostError>([] {
+    raise(ErrorKind::PeerLost,
+          "timed out after 30 s waiting for " + ranks_ref({3, 5}),
+          {.rank = 2,
+           .peer = 7,
+           .address = "10.0.0.1:4000",
+           .sys_errno = ECONNRESET});
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::PeerLost);
+  EXPECT_TRUE(e.structured());
+  EXPECT_EQ(e.rank(), 2);
+  EXPECT_EQ(e.peer(), 7);
+  EXPECT_EQ(e.peers(), (std::vector<int>{7, 3, 5}));  // the peer first
+  EXPECT_EQ(e.address(), "10.0.0.1:4000");
+  EXPECT_EQ(e.sys_errno(), ECONNRESET);
+  EXPECT_EQ(e.detail(), "timed out after 30 s waiting for ranks 3, 5");
+  EXPECT_EQ(std::string(e.what()),
+            std::string("[jaccl] rank 2: timed out after 30 s waiting for "
+                        "ranks 3, 5 (peer rank 7, address 10.0.0.1:4000): ") +
+                std::strerror(ECONNRESET));
+}
+
+// A rank named in the detail and as the peer is listed once, and the
+// message reads as it did when the text held the number.
+TEST(ErrorFields, PeerNamedInTheTextIsListedOnce) {
+  auto e = caught([] {
+    raise(ErrorKind::Protocol,
+          "operation mismatch: this rank called all_sum but " + rank_ref(5) +
+              " called all_gather",
+          {.rank = 0, .peer = 5});
+  });
+  EXPECT_EQ(e.peers(), (std::vector<int>{5}));
+  EXPECT_EQ(std::string(e.what()),
+            "[jaccl] rank 0: operation mismatch: this rank called all_sum but "
+            "rank 5 called all_gather (peer rank 5)");
+}
+
+TEST(ErrorFields, RelayedByComesLastAndIsRenamed) {
+  ErrorInfo info = error_info("rank 1 reported: lost", {.rank = 0, .peer = 2});
+  info.relayed_by = 1;
+  info.sys_errno = EPIPE;
+  EXPECT_EQ(
+      format_error(info),
+      std::string("[jaccl] rank 0: rank 1 reported: lost (peer rank 2): ") +
+          std::strerror(EPIPE) + " (relayed by rank 1)");
+  EXPECT_EQ(renamed(info, {5, 6, 7}).relayed_by, 6);
+}
+
+TEST(ErrorFields, AbsentFieldsAreEmpty) {
+  auto e = caught([] { raise(ErrorKind::Config, "bad"); });
+  EXPECT_EQ(e.rank(), -1);
+  EXPECT_EQ(e.peer(), -1);
+  EXPECT_TRUE(e.peers().empty());
+  EXPECT_EQ(e.address(), "");
+  EXPECT_EQ(e.sys_errno(), 0);
+  EXPECT_EQ(e.detail(), "bad");
+}
+
+TEST(ErrorFields, MessageOnlyErrorsStillConstruct) {
+  const PeerLostError e("[jaccl] rank 1: rank 3 died");
+  EXPECT_FALSE(e.structured());
+  EXPECT_STREQ(e.what(), "[jaccl] rank 1: rank 3 died");
+  EXPECT_EQ(e.detail(), "[jaccl] rank 1: rank 3 died");
+  EXPECT_EQ(e.rank(), -1);
+  EXPECT_TRUE(e.peers().empty());
+  const Error braces(ErrorKind::Internal, "{0} {{");
+  EXPECT_STREQ(braces.what(), "{0} {{");
+  EXPECT_EQ(braces.detail(), "{0} {{");
+}
+
+TEST(ErrorFields, CopiesDoNotThrow) {
+  static_assert(std::is_nothrow_copy_constructible_v<Error>);
+  static_assert(std::is_nothrow_copy_constructible_v<PeerLostError>);
+  auto e =
+      caught([] { raise(ErrorKind::Io, rank_ref(1) + " x", {.rank = 0}); });
+  const Error copy = e;
+  EXPECT_STREQ(copy.what(), e.what());
+  EXPECT_EQ(copy.peers(), e.peers());
+}
+
+TEST(ErrorFields, MakeErrorThrowsTheClassOfTheKind) {
+  ErrorInfo info{.rank = 1, .peers = {4}, .detail = "lost {0}"};
+  try {
+    std::rethrow_exception(make_error(ErrorKind::PeerLost, info));
+  } catch (const PeerLostError& e) {
+    EXPECT_STREQ(e.what(), "[jaccl] rank 1: lost 4");
+  }
+  EXPECT_THROW(std::rethrow_exception(make_error(ErrorKind::Usage, info)),
+               UsageError);
+  EXPECT_THROW(throw_error(ErrorKind::Timeout, info), TimeoutError);
+}
+
+TEST(ErrorFields, WithContextKeepsClassAndFields) {
+  auto e = caught([] {
+    raise(ErrorKind::Timeout, "waiting for " + rank_ref(3), {.rank = 1});
+  });
+  try {
+    std::rethrow_exception(with_context(e, "jaccl_torch: allreduce failed: "));
+  } catch (const TimeoutError& w) {
+    EXPECT_STREQ(w.what(),
+                 "jaccl_torch: allreduce failed: [jaccl] rank 1: waiting for "
+                 "rank 3");
+    EXPECT_EQ(w.rank(), 1);
+    EXPECT_EQ(w.peers(), (std::vector<int>{3}));
+    EXPECT_EQ(w.detail(), "waiting for rank 3");
+  }
+  try {
+    std::rethrow_exception(with_context(ConfigError("plain"), "ctx: "));
+  } catch (const ConfigError& w) {
+    EXPECT_STREQ(w.what(), "ctx: plain");
+  }
+}
+
+// A split child's error: member numbers in every field and in every rank
+// reference of the detail become job ranks, and the message is built again.
+TEST(Renamed, MapsTheFieldsAndRebuildsTheMessage) {
+  const std::vector<int> names = {4, 6, 7};  // member m is job rank names[m]
+  auto child = caught<PeerLostError>([] {
+    raise(ErrorKind::PeerLost,
+          rank_ref(2) + " died or closed its connection; waiting for " +
+              ranks_ref({0, 2}),
+          {.rank = 1, .peer = 0, .address = "h:1"});
+  });
+  try {
+    throw_renamed(child, names);
+  } catch (const PeerLostError& e) {
+    EXPECT_EQ(e.rank(), 6);
+    EXPECT_EQ(e.peer(), 4);
+    EXPECT_EQ(e.peers(), (std::vector<int>{4, 7}));
+    EXPECT_EQ(e.address(), "h:1");
+    EXPECT_STREQ(e.what(),
+                 "[jaccl] rank 6: rank 7 died or closed its connection; "
+                 "waiting for ranks 4, 7 (peer rank 4, address h:1)");
+  }
+  // Numbers that are not rank references stay.
+  auto counts = caught([] {
+    raise(ErrorKind::Protocol,
+          "call #2 of 3 ranks: " + rank_ref(1) + " passed n_bytes=0",
+          {.rank = 0});
+  });
+  try {
+    throw_renamed(counts, names);
+  } catch (const ProtocolError& e) {
+    EXPECT_STREQ(e.what(),
+                 "[jaccl] rank 4: call #2 of 3 ranks: rank 6 passed "
+                 "n_bytes=0");
+  }
+}
+
+// TRANSITIONAL (structured errors): throw sites not converted yet still
+// type rank numbers into their text; those are renamed as text until then.
+TEST(Renamed, TextOfUnconvertedSitesIsStillRenamed) {
+  const std::vector<int> names = {4, 6, 7};
+  auto old_style = caught([] {
+    raise(ErrorKind::Protocol,
+          std::string("all_to_allv: rank 2 expects 8 bytes from rank 0"),
+          {.rank = 1, .peer = 0});
+  });
+  try {
+    throw_renamed(old_style, names);
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.rank(), 6);
+    EXPECT_EQ(e.peers(), (std::vector<int>{4}));
+    EXPECT_STREQ(e.what(),
+                 "[jaccl] rank 6: all_to_allv: rank 7 expects 8 bytes from "
+                 "rank 4 (peer rank 4)");
+  }
+  try {
+    throw_renamed(TimeoutError("[jaccl] rank 1: waiting for ranks 0, 2"),
+                  names);
+  } catch (const TimeoutError& e) {
+    EXPECT_STREQ(e.what(), "[jaccl] rank 6: waiting for ranks 4, 7");
+  }
+}
+
+TEST(Renamed, NoNamesRethrowsAsItIs) {
+  auto e = caught([] {
+    raise(ErrorKind::Io, "lost " + rank_ref(2), {.rank = 9, .sys_errno = EIO});
+  });
+  try {
+    throw_renamed(e, {});
+  } catch (const IoError& again) {
+    EXPECT_STREQ(again.what(), e.what());
+    EXPECT_EQ(again.peers(), e.peers());
+  }
+}
+
+TEST(ErrorWire, FieldsRoundTrip) {
+  const ErrorInfo info = error_info(
+      "the slot of " + rank_ref(2) + " holds the input of " + rank_ref(5),
+      {.rank = 1, .peer = 3, .address = "10.0.0.1:9", .sys_errno = EPIPE});
+  const auto back = decode_error_info(encode_error_info(info, 4096));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->rank, 1);
+  EXPECT_EQ(back->peer, 3);
+  EXPECT_EQ(back->peers, info.peers);
+  EXPECT_EQ(back->address, "10.0.0.1:9");
+  EXPECT_EQ(back->sys_errno, EPIPE);
+  EXPECT_EQ(back->relayed_by, -1);
+  EXPECT_EQ(format_error(*back), format_error(info));
+}
+
+TEST(ErrorWire, TooLongBecomesCutTextAndGarbageIsRefused) {
+  std::vector<int> many(5000);
+  for (int r = 0; r < 5000; ++r) {
+    many[static_cast<size_t>(r)] = r;
+  }
+  const ErrorInfo info = error_info("late: " + ranks_ref(many), {.peer = 7});
+  const std::string bytes = encode_error_info(info, 1024);
+  EXPECT_LE(bytes.size(), 1024u);
+  const auto back = decode_error_info(bytes);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->peers, (std::vector<int>{7}));
+  EXPECT_EQ(
+      render_detail(back->detail, back->peers).rfind("late: ranks 0, 1", 0),
+      0u);
+  EXPECT_FALSE(decode_error_info("").has_value());
+  EXPECT_FALSE(decode_error_info("checksum mismatch").has_value());
+  std::string cut = encode_error_info(info, 1024);
+  cut.pop_back();
+  EXPECT_FALSE(decode_error_info(cut).has_value());
 }
 
 }  // namespace

@@ -142,6 +142,9 @@ int leave_shm_locks_held(pid_t owner) {
 
 TEST_P(KillRank, SurvivorsThrowPeerLostNamingIt) {
   const KillCase& c = GetParam();
+  if (c.stuck >= 0 && !jaccl::detail::ofi::shm_lock_rescue_enabled())
+    GTEST_SKIP() << "no shm lock rescue in this build or for this libfabric: "
+                    "a survivor would hang";
   TempDir dir;
   const auto shm_before = jaccl_shm_entries();
   const int port = jaccl::test::free_loopback_port();

@@ -3,15 +3,23 @@
 // errors, cards, and real processes (tests/workers/ofi_node) exchanging
 // tagged messages over tcp;ofi_rxm (loopback) and shm, with and without the
 // force_register knob that runs the registration path verbs and efa need.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "jaccl/error.h"
@@ -173,6 +181,12 @@ struct ShmPair {
 
 TEST(OfiLayer, ShmLockRescueKnowsThisLibfabricsRegionsAndNothingElse) {
   REQUIRE_OFI();
+  if (!ofi::shm_lock_rescue_built())
+    GTEST_SKIP() << "built with -DJACCL_OFI_SHM_LOCK_RESCUE=OFF";
+  ASSERT_TRUE(ofi::shm_lock_rescue_enabled())
+      << "this machine's libfabric is not one whose shm region layout the "
+         "rescue knows (1.17 to 1.19): update shm_lock_rescue.cpp or this "
+         "test";
   ShmPair pair;
   const std::string ra = pair.regions()[0], rb = pair.regions()[1];
   EXPECT_EQ(ra.rfind(std::to_string(::getpid()) + ofi::kShmRegionTag, 0), 0u)
@@ -200,6 +214,8 @@ TEST(OfiLayer, ShmLockRescueKnowsThisLibfabricsRegionsAndNothingElse) {
 // for microseconds), and every message arrives.
 TEST(OfiLayer, ShmLockRescueLeavesLiveTrafficAlone) {
   REQUIRE_OFI();
+  if (!ofi::shm_lock_rescue_enabled())
+    GTEST_SKIP() << "no shm lock rescue in this build or for this libfabric";
   ShmPair pair;
   auto& a = pair.a;
   auto& b = pair.b;
@@ -245,6 +261,154 @@ TEST(OfiLayer, ShmLockRescueLeavesLiveTrafficAlone) {
     t.join();
   EXPECT_EQ(errs[0], "");
   EXPECT_EQ(errs[1], "");
+  EXPECT_EQ(rescue.released(), 0);
+}
+
+TEST(OfiLayer, ShmLockRescueKnowsOnlyTheVersionsItWasCheckedOn) {
+  auto v = [](uint32_t major, uint32_t minor) { return major << 16 | minor; };
+  EXPECT_FALSE(ofi::shm_lock_rescue_knows(v(1, 16)));
+  EXPECT_TRUE(ofi::shm_lock_rescue_knows(v(1, 17)));
+  EXPECT_TRUE(ofi::shm_lock_rescue_knows(v(1, 19)));
+  EXPECT_FALSE(ofi::shm_lock_rescue_knows(v(1, 20)));
+  EXPECT_FALSE(ofi::shm_lock_rescue_knows(v(2, 0)));
+}
+
+// A child that makes an shm region the way libfabric 1.17 names and heads
+// it (only the header fields up to the lock: "<pid>:jaccl-<nonce>", version
+// 4, its pid, a process-shared spin lock), optionally takes the lock, and
+// then stops itself or waits to be killed.
+struct RegionOwner {
+  pid_t pid = -1;
+  std::string name;
+  RegionOwner() = default;
+  RegionOwner(RegionOwner&& o) noexcept
+      : pid(std::exchange(o.pid, -1)), name(std::move(o.name)) {
+    o.name.clear();
+  }
+  RegionOwner& operator=(RegionOwner&&) = delete;
+  static RegionOwner start(bool lock, bool stop) {
+    int p[2];
+    if (::pipe(p) != 0)
+      return {};
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(p[0]);
+      const std::string n = ofi::shm_region_name(::getpid(), 0x7e57);
+      const int fd = ::shm_open(("/" + n).c_str(), O_RDWR | O_CREAT, 0600);
+      if (fd < 0 || ::ftruncate(fd, 4096) != 0)
+        ::_exit(2);
+      auto* head = static_cast<unsigned char*>(
+          ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+      if (head == MAP_FAILED)
+        ::_exit(2);
+      head[0] = 4;
+      const int me = ::getpid();
+      std::memcpy(head + 4, &me, sizeof me);
+      auto* l = ofi::shm_region_lock(head, me);
+      if (l == nullptr)
+        ::_exit(2);
+      pthread_spin_init(l, PTHREAD_PROCESS_SHARED);
+      if (lock)
+        pthread_spin_lock(l);
+      char c = 'R';
+      (void)!::write(p[1], &c, 1);
+      if (stop)
+        ::raise(SIGSTOP);
+      for (;;)
+        ::pause();
+    }
+    ::close(p[1]);
+    char c = 0;
+    pollfd pfd{p[0], POLLIN, 0};
+    const bool ready =
+        ::poll(&pfd, 1, 10000) == 1 && ::read(p[0], &c, 1) == 1 && c == 'R';
+    ::close(p[0]);
+    RegionOwner o;
+    o.pid = child;
+    o.name = ofi::shm_region_name(child, 0x7e57);
+    if (!ready) {
+      o.kill();
+      o.pid = -1;
+    }
+    return o;
+  }
+  void kill() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+  }
+  ~RegionOwner() {
+    kill();
+    if (!name.empty())
+      ::shm_unlink(("/" + name).c_str());
+  }
+};
+
+TEST(OfiLayer, HolderStatesComeFromProc) {
+  EXPECT_EQ(ofi::holder_state(::getpid(), ofi::process_start(::getpid())),
+            ofi::HolderState::Running);
+  EXPECT_EQ(ofi::holder_state(::getpid(), 0), ofi::HolderState::Unknown);
+  // Another start time: the pid was reused.
+  EXPECT_EQ(ofi::holder_state(::getpid(), ofi::process_start(::getpid()) + 1),
+            ofi::HolderState::Gone);
+  RegionOwner stopped = RegionOwner::start(false, true);
+  ASSERT_GT(stopped.pid, 0);
+  const auto start = ofi::process_start(stopped.pid);
+  ASSERT_NE(start, 0u);
+  auto dl = jaccl::detail::Deadline::after(10000ms);
+  while (ofi::holder_state(stopped.pid, start) != ofi::HolderState::Stopped &&
+         !dl.expired())
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(ofi::holder_state(stopped.pid, start), ofi::HolderState::Stopped);
+  const pid_t was = stopped.pid;
+  ::kill(was, SIGKILL);
+  // A zombie (not reaped yet) is gone, and so is a reaped pid.
+  dl = jaccl::detail::Deadline::after(10000ms);
+  while (ofi::holder_state(was, start) != ofi::HolderState::Gone &&
+         !dl.expired())
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(ofi::holder_state(was, start), ofi::HolderState::Gone);
+  stopped.kill();
+  EXPECT_EQ(ofi::holder_state(was, start), ofi::HolderState::Gone);
+}
+
+// A stopped process is alive and may hold the lock: the rescue never takes
+// it, even though another owner has died; once the stopped one is killed,
+// the lock is released.
+TEST(OfiLayer, ShmLockRescueNeverRobsAStoppedProcess) {
+  if (!ofi::shm_lock_rescue_built())
+    GTEST_SKIP() << "built with -DJACCL_OFI_SHM_LOCK_RESCUE=OFF";
+  RegionOwner holder = RegionOwner::start(/*lock=*/true, /*stop=*/true);
+  RegionOwner other = RegionOwner::start(false, false);
+  ASSERT_GT(holder.pid, 0);
+  ASSERT_GT(other.pid, 0);
+  ofi::ShmLockRescue rescue(0, {holder.name, other.name});
+  ASSERT_EQ(rescue.watched(), 2u);
+  other.kill();  // a possible holder is dead; the stopped one holds it
+  rescue.arm();
+  std::this_thread::sleep_for(3 * ofi::kStuckAfter);
+  EXPECT_EQ(rescue.released(), 0) << "the lock of a stopped process was taken";
+  holder.kill();
+  auto dl = jaccl::detail::Deadline::after(20000ms);
+  while (rescue.released() == 0 && !dl.expired())
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(rescue.released(), 1)
+      << "the lock its killed holder left was not released";
+}
+
+// Owners alive and running: a lock held for seconds is left alone (nobody
+// who could hold it has died).
+TEST(OfiLayer, ShmLockRescueLeavesALockOfLiveOwnersAlone) {
+  if (!ofi::shm_lock_rescue_built())
+    GTEST_SKIP() << "built with -DJACCL_OFI_SHM_LOCK_RESCUE=OFF";
+  RegionOwner holder = RegionOwner::start(/*lock=*/true, /*stop=*/false);
+  ASSERT_GT(holder.pid, 0);
+  ofi::ShmLockRescue rescue(0, {holder.name});
+  ASSERT_EQ(rescue.watched(), 1u);
+  rescue.arm();
+  std::this_thread::sleep_for(3 * ofi::kStuckAfter);
   EXPECT_EQ(rescue.released(), 0);
 }
 

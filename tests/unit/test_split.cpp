@@ -7,10 +7,12 @@
 // who goes in which child, the child's config, renaming member numbers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -194,9 +196,34 @@ TEST(SplitHier, EachChildGetsItsPlane) {
   }
 }
 
+// The fields split_worker prints after an error's message: "rank=R" and
+// the peers ("peers=a,b").
+struct Fields {
+  int rank = -2;
+  std::vector<int> peers;
+};
+Fields fields_of(const std::string& line) {
+  Fields f;
+  const size_t at = line.rfind(" | fields rank=");
+  if (at == std::string::npos) {
+    return f;
+  }
+  std::istringstream in(line.substr(at + 15));
+  in >> f.rank;
+  std::string peers;
+  in >> peers;  // "peers=a,b"
+  std::istringstream list(peers.substr(std::min(peers.size(), size_t(6))));
+  for (std::string p; std::getline(list, p, ',');) {
+    f.peers.push_back(std::stoi(p));
+  }
+  return f;
+}
+
 // A SIGKILLed rank fails the parent and every child that holds it on every
-// survivor, each naming its job rank; a child without it keeps working; a
-// split of the failed parent rethrows the failure.
+// survivor, each naming its job rank in the message and in the error's
+// fields (the reporting rank too: a child's member numbers differ from the
+// job ranks); a child without it keeps working; a split of the failed
+// parent rethrows the failure.
 class SplitKill : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SplitKill, EveryGroupOfTheDeadRankFails) {
@@ -241,6 +268,12 @@ TEST_P(SplitKill, EveryGroupOfTheDeadRankFails) {
           << all;
       EXPECT_NE(l.find(named), std::string::npos)
           << "rank " << r << " " << g << " does not name " << named << ": "
+          << l;
+      const Fields f = fields_of(l);
+      EXPECT_EQ(f.rank, r) << "rank " << r << " " << g << ": " << l;
+      EXPECT_NE(std::find(f.peers.begin(), f.peers.end(), victim),
+                f.peers.end())
+          << "rank " << r << " " << g << ": the peers lack " << victim << ": "
           << l;
     }
   }

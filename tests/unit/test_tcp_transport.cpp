@@ -640,6 +640,40 @@ TEST(Liveness, RelayedPeerNoteKeepsItsAddress) {
       << got;
 }
 
+// The ABORT carries the root's fields, not its text: every reader's error
+// names the root and the root's peer among its peers, with the root's
+// address and errno, and the reader as the reporting rank.
+TEST(Liveness, RelayedErrorKeepsTheRootsFields) {
+  auto m = make_mesh(3, Millis(10000), {}, nullptr);
+  try {
+    raise(ErrorKind::Io, "lost this rank's link to " + rank_ref(2),
+          {.rank = 1,
+           .peer = 2,
+           .address = "10.0.0.1:4000",
+           .sys_errno = ECONNRESET});
+  } catch (...) {
+    m.states[1]->fail(std::current_exception());
+  }
+  for (int r : {0, 2}) {
+    wait_failure(*m.states[static_cast<size_t>(r)]);
+    try {
+      m.states[static_cast<size_t>(r)]->throw_if_failed();
+      ADD_FAILURE() << "rank " << r << " did not fail";
+    } catch (const IoError& e) {
+      EXPECT_EQ(e.rank(), r);
+      EXPECT_EQ(e.peer(), r == 2 ? -1 : 2) << e.what();  // not the reader
+      // (and the rank that relayed it, when it came the long way)
+      const std::set<int> peers(e.peers().begin(), e.peers().end());
+      EXPECT_TRUE(peers.count(1) && peers.count(2)) << e.what();
+      EXPECT_EQ(e.address(), "10.0.0.1:4000");
+      EXPECT_EQ(e.sys_errno(), ECONNRESET);
+      const std::string d = e.detail();
+      EXPECT_EQ(d.rfind("rank 1 reported", 0), 0u) << d;
+      EXPECT_TRUE(d.ends_with(": lost rank 1's link to rank 2")) << d;
+    }
+  }
+}
+
 TEST(Liveness, GoodbyeIsNotAFailure) {
   auto m = make_mesh(3, Millis(10000), {}, nullptr);
   m.monitors[1].reset();

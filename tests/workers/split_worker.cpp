@@ -13,11 +13,11 @@
 //            split(0); prints the backends (for hosts made of namespaces).
 //   kill     rows of 2 and one all-ranks child; the row works once, then
 //            the parent and the all-ranks child loop ("LOOPING") until a
-//            rank is killed ("FIRST <kind> | <what>"); once the file
-//            SPLIT_GO exists (every survivor is out of its loop), every
-//            group is probed: "PROBE <group> <kind> | <what>" or "PROBE
-//            <group> ok", and a split of the failed parent ("PROBE split
-//            ...").
+//            rank is killed ("FIRST <kind> | <what> | fields rank=<r>
+//            peers=<a,b>"); once the file SPLIT_GO exists (every survivor
+//            is out of its loop), every group is probed: "PROBE <group>
+//            <kind> | <what> | fields ..." or "PROBE <group> ok", and a
+//            split of the failed parent ("PROBE split ...").
 //   partial  rank 0 never calls split (it holds its group for SPLIT_HOLD_MS);
 //            the others print what their split threw.
 // TEST_SIDE_DIR: bootstrap through a shared-directory all-gather factory and
@@ -269,8 +269,14 @@ int layout(GroupPtr world) {
   return 0;
 }
 
+// "<kind> | <what> | fields rank=<r> peers=<a,b>".
 std::string describe(const jaccl::Error& e) {
-  return std::string(jaccl::to_string(e.kind())) + " | " + e.what();
+  std::string peers;
+  for (int p : e.peers()) {
+    peers += (peers.empty() ? "" : ",") + std::to_string(p);
+  }
+  return std::string(jaccl::to_string(e.kind())) + " | " + e.what() +
+         " | fields rank=" + std::to_string(e.rank()) + " peers=" + peers;
 }
 
 int kill_mode(GroupPtr world) {

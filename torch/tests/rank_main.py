@@ -319,7 +319,7 @@ def check_errors():
             assert isinstance(e, kind), f"{type(e)} is not {kind}: {e}"
             for s in needles:
                 assert s in str(e), f"{s!r} not in {e}"
-            return
+            return e
         raise AssertionError(f"no error, expected {needles}")
 
     # (all_reduce would see complex128 as float64 pairs: torch's view_as_real)
@@ -339,11 +339,16 @@ def check_errors():
         # still), and leaves the group working.
         outs = [1] * SIZE
         outs[1 if RANK == 0 else 0] = 2
-        raises(lambda: dist.all_to_all_single(torch.zeros(SIZE + 1),
-                                              torch.zeros(SIZE),
-                                              output_split_sizes=outs,
-                                              input_split_sizes=[1] * SIZE),
-               "all_to_all_single", kind=jaccl_torch.ProtocolError)
+        e = raises(lambda: dist.all_to_all_single(
+                       torch.zeros(SIZE + 1), torch.zeros(SIZE),
+                       output_split_sizes=outs, input_split_sizes=[1] * SIZE),
+                   "all_to_all_single", kind=jaccl_torch.ProtocolError)
+        # jaccl's fields survive the backend: this rank reports it, and the
+        # detail is the message without the op and the "[jaccl] rank" prefix.
+        assert e.kind == "Protocol" and e.rank == RANK, (e.kind, e.rank, e)
+        assert isinstance(e.peers, list) and e.errno is None, e
+        assert e.detail.startswith("all_to_allv: rank "), e.detail
+        assert str(e).endswith(f"[jaccl] rank {RANK}: {e.detail}"), e
         assert issubclass(jaccl_torch.ProtocolError, jaccl_torch.Error)
         assert issubclass(jaccl_torch.UsageError, ValueError)
     # The group still works after usage errors.
@@ -365,6 +370,44 @@ def check_bitwise():
 
 
 def check_async():
+    check_async_order()
+    # Small ops run on the calling thread when the group is idle; with the
+    # limit at 0 every op goes through the worker. Both keep the semantics.
+    limit = jaccl_torch.inline_bytes()
+    assert limit > 0
+    try:
+        jaccl_torch.set_inline_bytes(0)
+        assert jaccl_torch.inline_bytes() == 0
+        check_async_waits()
+    finally:
+        jaccl_torch.set_inline_bytes(limit)
+    check_async_waits()
+    # An idle group runs a small op before the call returns.
+    w = dist.all_reduce(torch.ones(2), async_op=True)
+    assert w.is_completed() and w.is_success()
+
+
+def check_async_order():
+    # Ops issued while the worker is busy (a large one queued first) queue
+    # behind it, small ones too: issue order is run order on every rank, so
+    # each result is the sum of the same ops everywhere.
+    big = (jaccl_torch.inline_bytes() // 4) * 16
+    ops = []
+    for i in range(6):
+        n = big if i % 2 == 0 else 3
+        x = torch.full((n,), float(RANK * 10 + i))
+        ops.append((x, i, dist.all_reduce(x, async_op=True)))
+    y = torch.full((5,), float(RANK))
+    dist.all_reduce(y)  # synchronous, behind the queued ones
+    assert torch.equal(y, torch.full((5,), SIZE * (SIZE - 1) / 2))
+    assert all(w.is_completed() for _, _, w in ops), "an op ran out of order"
+    for x, i, w in ops:
+        w.wait()
+        want = 10 * SIZE * (SIZE - 1) / 2 + SIZE * i
+        assert torch.equal(x, torch.full_like(x, want)), (i, x[:3], want)
+
+
+def check_async_waits():
     # Several ops in flight on one group, waited for in reverse order.
     xs = [torch.full((1000,), float(RANK + i)) for i in range(8)]
     works = [dist.all_reduce(x, async_op=True) for x in xs]
@@ -445,8 +488,10 @@ def mode_exit():
     global GLOO
     GLOO = None
     dist.barrier()
+    # Larger than what runs on the calling thread, so that they queue.
+    n = jaccl_torch.inline_bytes() // 4 + 1
     for i in range(int(os.environ.get("JT_INFLIGHT", "200"))):
-        dist.all_reduce(torch.full((1024,), float(i)), async_op=True)
+        dist.all_reduce(torch.full((n,), float(i)), async_op=True)
     log("OK", MODE)
 
 

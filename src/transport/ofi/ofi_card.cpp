@@ -33,9 +33,8 @@ class Reader {
 
   [[noreturn]] void fail(const std::string& why) const {
     raise(ErrorKind::Protocol,
-          "the ofi card from rank " + std::to_string(from_) +
-              " is malformed: " + why + " (" + std::to_string(b_.size()) +
-              " bytes)",
+          "the ofi card from " + rank_ref(from_) + " is malformed: " + why +
+              " (" + std::to_string(b_.size()) + " bytes)",
           {.rank = me_, .peer = from_});
   }
   std::string_view take(size_t n, const char* what) {

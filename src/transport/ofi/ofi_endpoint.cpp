@@ -145,11 +145,10 @@ class EndpointImpl final : public Endpoint {
           (strcasecmp(c.provider.c_str(), card_.provider.c_str()) != 0 ||
            c.fabric != card_.fabric)) {
         raise(ErrorKind::Config,
-              "ranks use different ofi providers or fabrics: rank " +
-                  std::to_string(me_rank) + " uses provider '" +
-                  card_.provider + "' on fabric '" + card_.fabric + "', rank " +
-                  std::to_string(names_[i]) + " uses provider '" + c.provider +
-                  "' on fabric '" + c.fabric +
+              "ranks use different ofi providers or fabrics: " +
+                  rank_ref(me_rank) + " uses provider '" + card_.provider +
+                  "' on fabric '" + card_.fabric + "', " + rank_ref(names_[i]) +
+                  " uses provider '" + c.provider + "' on fabric '" + c.fabric +
                   "' (set the same JACCL_OFI_PROVIDER everywhere)",
               {.rank = me_rank, .peer = names_[i]});
       }
@@ -158,8 +157,8 @@ class EndpointImpl final : public Endpoint {
       if (n != 1 && !self) {
         raise(ErrorKind::Config,
               "provider " + card_.provider + " rejected the " +
-                  std::to_string(c.address.size()) +
-                  "-byte ofi address of rank " + std::to_string(names_[i]) +
+                  std::to_string(c.address.size()) + "-byte ofi address of " +
+                  rank_ref(names_[i]) +
                   (n < 0 ? ": " + fi_text(n) : std::string()),
               {.rank = me_rank, .peer = names_[i]});
       }
@@ -429,9 +428,9 @@ class EndpointImpl final : public Endpoint {
     }
     if (code == FI_ETRUNC) {
       raise(ErrorKind::Protocol,
-            "rank " + std::to_string(rank) +
-                " sent a message longer than the " + std::to_string(posted) +
-                "-byte receive posted for tag " + std::to_string(err.tag) +
+            rank_ref(rank) + " sent a message longer than the " +
+                std::to_string(posted) + "-byte receive posted for tag " +
+                std::to_string(err.tag) +
                 (err.olen > 0
                      ? " (" + std::to_string(err.olen) + " bytes too many)"
                      : std::string()) +

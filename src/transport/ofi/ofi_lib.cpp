@@ -58,6 +58,9 @@ Loaded load() {
          resolve(h, "fi_dupinfo", l.lib.dupinfo, l.why) &&
          resolve(h, "fi_fabric", l.lib.fabric, l.why) &&
          resolve(h, "fi_strerror", l.lib.strerror, l.why);
+  // Optional: only the shm lock rescue asks for the version.
+  l.lib.version =
+      reinterpret_cast<decltype(l.lib.version)>(::dlsym(h, "fi_version"));
   return l;
 }
 

@@ -4,7 +4,7 @@
 // load-time constructor installs SIGINT and SIGILL handlers that exit(1), so
 // every program linking libjaccl (Python included) lost its own Ctrl-C even
 // when it never used ofi. Loading late, and restoring any signal disposition
-// the load changed, keeps the process's signals its own. Only five libfabric
+// the load changed, keeps the process's signals its own. Only six libfabric
 // entry points are real symbols; the rest are inline calls through the
 // objects' ops tables, so nothing else needs resolving.
 #pragma once
@@ -23,6 +23,7 @@ struct Lib {
   decltype(&::fi_dupinfo) dupinfo = nullptr;  // dupinfo(nullptr): allocinfo
   decltype(&::fi_fabric) fabric = nullptr;
   decltype(&::fi_strerror) strerror = nullptr;
+  decltype(&::fi_version) version = nullptr;  // may be absent: nullptr
 };
 
 // The loaded library, or nullptr with *why saying what failed (dlerror).
