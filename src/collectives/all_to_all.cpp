@@ -47,12 +47,12 @@ void check_matrix(const Counts& c, int rank,
   if (!m.found()) {
     return;
   }
-  const std::string a = std::to_string(who(m.receiver));
-  const std::string b = std::to_string(who(m.sender));
+  const Detail a = rank_ref(who(m.receiver));
+  const Detail b = rank_ref(who(m.sender));
   raise(ErrorKind::Protocol,
-        "all_to_allv: rank " + a + " expects " + std::to_string(m.expects) +
-            " bytes from rank " + b + ", but rank " + b + " sends " +
-            std::to_string(m.sends) + " bytes to rank " + a +
+        "all_to_allv: " + a + " expects " + std::to_string(m.expects) +
+            " bytes from " + b + ", but " + b + " sends " +
+            std::to_string(m.sends) + " bytes to " + a +
             " (the counts were checked on every rank before any data moved)",
         {.rank = rank});
 }

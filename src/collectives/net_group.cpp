@@ -299,8 +299,8 @@ class NetGroup final : public Group {
   void check_link(const char* op, int peer) const {
     if (links_.wires[static_cast<size_t>(peer)].empty()) {
       raise(ErrorKind::Internal,
-            std::string(op) + ": no " + net_.transport + " link to rank " +
-                std::to_string(who(peer)),
+            std::string(op) + ": no " + net_.transport + " link to " +
+                rank_ref(who(peer)),
             {.rank = who(links_.rank), .peer = who(peer)});
     }
   }

@@ -8,7 +8,7 @@
 
 namespace jaccl::detail {
 
-void raise_usage(int rank, const std::string& what) {
+void raise_usage(int rank, const Detail& what) {
   raise(ErrorKind::Usage, what, {.rank = rank});
 }
 
@@ -22,13 +22,16 @@ void check_buffers(int rank, const char* op, const void* in, size_t n_in,
 
 void check_peer_rank(int rank, int size, const char* op, int peer,
                      const char* role, int job_rank) {
-  if (peer < 0 || peer >= size || peer == rank) {
-    raise_usage(job_rank,
-                std::string(op) + ": " + role + " rank " +
-                    std::to_string(peer) +
-                    (peer == rank ? " is this rank"
-                                  : " is out of range for a group of size " +
-                                        std::to_string(size)));
+  if (peer == rank) {
+    raise_usage(job_rank, std::string(op) + ": " + role + " " +
+                              rank_ref(job_rank) + " is this rank");
+  }
+  if (peer < 0 || peer >= size) {
+    // Not a rank: a number, not a rank reference.
+    raise_usage(job_rank, std::string(op) + ": " + role + " rank " +
+                              std::to_string(peer) +
+                              " is out of range for a group of size " +
+                              std::to_string(size));
   }
 }
 

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 
+#include "common/error_detail.h"
 #include "common/op_kind.h"
 
 namespace jaccl::detail {
@@ -114,7 +115,7 @@ inline bool moves_no_bytes(const OpCall& c) {
          c.kind != OpKind::AllToAllv;
 }
 
-[[noreturn]] void raise_usage(int rank, const std::string& what);
+[[noreturn]] void raise_usage(int rank, const Detail& what);
 
 // Null buffers are allowed only for empty transfers.
 void check_buffers(int rank, const char* op, const void* in, size_t n_in,

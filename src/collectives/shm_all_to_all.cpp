@@ -180,8 +180,8 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
                               out + roff[uq], recv[uq]);
     if (err != 0) {
       raise(ErrorKind::Io,
-            std::string(op_kind_name(d.op)) + ": reading rank " +
-                std::to_string(who(q)) + "'s block failed (process_vm_readv)",
+            std::string(op_kind_name(d.op)) + ": reading " + rank_ref(who(q)) +
+                "'s block failed (process_vm_readv)",
             {.rank = who(rank_), .peer = who(q), .sys_errno = err});
     }
   }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
-#include <sstream>
 #include <string>
 
 #include "common/affinity.h"
@@ -64,15 +63,12 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       keepalive_(std::move(keepalive)),
       oversubscribed_(size > allowed_cpu_count()) {}
 
-void ShmChannel::check_alive(const Deadline& dl,
-                             const char* waiting_for) const {
-  state_->throw_if_failed();
-  if (dl.expired()) {
-    raise(ErrorKind::Timeout,
-          std::string("timed out after ") + format_duration(dl.total()) +
-              " waiting for " + waiting_for,
-          {.rank = who(rank_), .address = "shared memory"});
-  }
+void ShmChannel::raise_timeout(const Deadline& dl,
+                               const Detail& waiting_for) const {
+  raise(ErrorKind::Timeout,
+        "timed out after " + format_duration(dl.total()) + " waiting for " +
+            waiting_for,
+        {.rank = who(rank_), .address = "shared memory"});
 }
 
 WaitMode ShmChannel::wait_mode(int peer) {
@@ -135,7 +131,7 @@ uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
       raise(ErrorKind::Timeout,
             std::string(op_kind_name(d.op)) + " timed out after " +
                 format_duration(dl.total()) + " waiting for " +
-                ranks_phrase(missing),
+                ranks_ref(missing),
             {.rank = who(rank_), .address = "shared memory"});
     }
   });
@@ -145,12 +141,14 @@ uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
     slowest = std::max(slowest, o.report);
     if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
         o.root != d.root) {
-      std::ostringstream msg;
-      msg << "ranks disagree: this rank called " << op_kind_name(d.op)
-          << "(n_bytes=" << d.n_bytes << ", dtype=" << d.dtype << ") but rank "
-          << who(q) << " called " << op_kind_name(o.op)
-          << "(n_bytes=" << o.n_bytes << ", dtype=" << o.dtype << ")";
-      raise(ErrorKind::Protocol, msg.str(),
+      auto call = [](const ShmStepDesc& x) {
+        return std::string(op_kind_name(x.op)) +
+               "(n_bytes=" + std::to_string(x.n_bytes) +
+               ", dtype=" + std::to_string(x.dtype) + ")";
+      };
+      raise(ErrorKind::Protocol,
+            "ranks disagree: this rank called " + call(d) + " but " +
+                rank_ref(who(q)) + " called " + call(o),
             {.rank = who(rank_), .peer = who(q)});
     }
   }
@@ -174,9 +172,7 @@ void ShmChannel::send(const void* in, size_t n, int dst, const Deadline& dl) {
             return head - tail < cap;
           },
           [&] {
-            check_alive(
-                dl,
-                ("rank " + std::to_string(who(dst)) + " to receive").c_str());
+            check_alive(dl, [&] { return rank_ref(who(dst)) + " to receive"; });
           },
           dst);
       size_t room = cap - (head - tail);
@@ -209,9 +205,8 @@ void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
             return head != tail;
           },
           [&] {
-            check_alive(
-                dl,
-                ("a message from rank " + std::to_string(who(src))).c_str());
+            check_alive(dl,
+                        [&] { return "a message from " + rank_ref(who(src)); });
           },
           src);
       size_t at = tail % cap;
@@ -227,13 +222,12 @@ void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
   get(reinterpret_cast<char*>(&h), sizeof(h));
   if (h.magic != kP2pMagic) {
     raise(ErrorKind::Protocol,
-          "corrupt message header from rank " + std::to_string(who(src)),
+          "corrupt message header from " + rank_ref(who(src)),
           {.rank = who(rank_), .peer = who(src)});
   }
   if (h.n_bytes != n) {
     raise(ErrorKind::Protocol,
-          "rank " + std::to_string(who(src)) + " sent " +
-              std::to_string(h.n_bytes) +
+          rank_ref(who(src)) + " sent " + std::to_string(h.n_bytes) +
               " bytes but this rank's recv expects " + std::to_string(n),
           {.rank = who(rank_), .peer = who(src)});
   }

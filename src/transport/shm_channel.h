@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/error_detail.h"
 #include "transport/failure.h"
 #include "transport/shm_layout.h"
 #include "transport/shm_segment.h"
@@ -117,8 +118,16 @@ class ShmChannel {
   // the higher rank of such a pair moves itself off it; see shm_sync.h).
   WaitMode wait_mode(int peer);
   // The failure state, then the deadline: "timed out after 2 s waiting for
-  // <waiting_for>".
-  void check_alive(const Deadline& dl, const char* waiting_for) const;
+  // <waiting_for()>" (built only then: this runs on every slow poll).
+  template <class What>
+  void check_alive(const Deadline& dl, What waiting_for) const {
+    state_->throw_if_failed();
+    if (dl.expired()) {
+      raise_timeout(dl, waiting_for());
+    }
+  }
+  [[noreturn]] void raise_timeout(const Deadline& dl,
+                                  const Detail& waiting_for) const;
 
   int rank_;
   int size_;

@@ -160,8 +160,8 @@ struct Setup {
     const SetupMsg& w = last[static_cast<size_t>(bad)];
     int kind = std::clamp(w.kind, 0, static_cast<int>(ErrorKind::Internal));
     raise(static_cast<ErrorKind>(kind),
-          "shared-memory set-up failed on rank " + std::to_string(bad) + ": " +
-              w.what,
+          "shared-memory set-up failed on " + rank_ref(bad) + ": " +
+              Detail(std::string(w.what)),
           {.rank = rank, .peer = bad});
   }
 };
