@@ -85,7 +85,7 @@ void check_call(const OpCall& c, int member, int size, int job_rank) {
     case OpKind::AllSum:
     case OpKind::AllMax:
     case OpKind::AllMin:
-      checked_count(reduce_op_of(c.kind), c.dtype, c.n);
+      checked_count(reduce_op_of(c.kind), c.dtype, c.n, me);
       check_buffers(me, c.name, c.in, c.n, c.out, c.n);
       // The same buffer (in place) or disjoint ones.
       if (c.in != c.out && ring::overlaps(c.in, c.n, c.out, c.n)) {
@@ -106,7 +106,7 @@ void check_call(const OpCall& c, int member, int size, int job_rank) {
       return;
     }
     case OpKind::SumScatter:
-      checked_count(ReduceOp::Sum, c.dtype, c.n);
+      checked_count(ReduceOp::Sum, c.dtype, c.n, me);
       check_buffers(me, c.name, c.in, all, c.out, c.n);
       return;
     case OpKind::SendRecv:

@@ -415,18 +415,20 @@ const char* op_name(ReduceOp op) {
   return "unknown";
 }
 
-size_t checked_count(ReduceOp op, int dtype, size_t n_bytes) {
+size_t checked_count(ReduceOp op, int dtype, size_t n_bytes, int rank) {
   const size_t size = dtype_size(dtype);
   if (size == 0) {
-    raise(ErrorKind::Usage, std::string("reduce ") + op_name(op) + ": " +
-                                dtype_label(dtype) + " (n_bytes " +
-                                std::to_string(n_bytes) + ")");
+    raise(ErrorKind::Usage,
+          std::string("reduce ") + op_name(op) + ": " + dtype_label(dtype) +
+              " (n_bytes " + std::to_string(n_bytes) + ")",
+          {.rank = rank});
   }
   if (n_bytes % size != 0) {
     raise(ErrorKind::Usage,
           std::string("reduce ") + op_name(op) + ": n_bytes " +
               std::to_string(n_bytes) + " is not a multiple of the " +
-              dtype_name(dtype) + " element size " + std::to_string(size));
+              dtype_name(dtype) + " element size " + std::to_string(size),
+          {.rank = rank});
   }
   return n_bytes / size;
 }

@@ -14,8 +14,8 @@ const char* op_name(ReduceOp op);
 
 // Element count of an n_bytes buffer of dtype. Throws jaccl::UsageError if
 // dtype is unknown or n_bytes is not a multiple of its element size; the
-// message names the op, the dtype and n_bytes.
-size_t checked_count(ReduceOp op, int dtype, size_t n_bytes);
+// message names the op, the dtype and n_bytes; rank is the calling rank.
+size_t checked_count(ReduceOp op, int dtype, size_t n_bytes, int rank = -1);
 
 // dst[i] = op(dst[i], src[i]) for count elements.
 void reduce_into(ReduceOp op, int dtype, void* dst, const void* src,
