@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ namespace jaccl::test {
 // processes, every real job, each map it on their own).
 std::vector<std::string> run_thread_ranks(
     int n, const std::function<Config(int)>& config,
+    const std::function<void(int, Group&)>& body);
+
+// body(r, *groups[r]) on one thread per rank of groups already made (by
+// hand: support/group_kinds.h); each rank's error as above.
+std::vector<std::string> run_on_groups(
+    const std::vector<std::shared_ptr<Group>>& groups,
     const std::function<void(int, Group&)>& body);
 
 }  // namespace jaccl::test

@@ -1,15 +1,10 @@
 // Copyright 2026 the jaccl authors.
 // The socket group's collectives with threads as ranks over real sockets
-// (socketpair(AF_UNIX) or loopback TCP pairs), no transport involved; and
-// the argument and zero-byte rules (collectives/op_checks.h) on every group
-// kind: socket, shared memory, hierarchical, and both through jaccl::init.
+// (socketpair(AF_UNIX) or loopback TCP pairs), no transport involved: wire
+// counts, mesh and ring, errors. The rules every group kind shares (usage
+// errors, zero bytes) are in test_group_conformance.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -20,13 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/in_process.h"
-#include "collectives/hier_group.h"
 #include "collectives/net_group.h"
-#include "collectives/shm_group.h"
-#include "common/net.h"
 #include "common/reduce.h"
 #include "jaccl/jaccl.h"
+#include "support/group_kinds.h"
 #include "transport/tcp_endpoint.h"
 
 namespace jaccl::detail {
@@ -34,32 +26,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Groups = std::vector<std::shared_ptr<Group>>;
-
-// A connected pair of non-blocking stream sockets.
-std::pair<Fd, Fd> socket_pair(bool tcp) {
-  int sv[2];
-  if (!tcp) {
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  } else {
-    Fd lis(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(::bind(lis.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
-    EXPECT_EQ(::listen(lis.get(), 1), 0);
-    EXPECT_EQ(::getsockname(lis.get(), reinterpret_cast<sockaddr*>(&a), &len),
-              0);
-    sv[0] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_EQ(::connect(sv[0], reinterpret_cast<sockaddr*>(&a), len), 0);
-    sv[1] = ::accept4(lis.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    set_nodelay(sv[0]);
-    set_nodelay(sv[1]);
-  }
-  set_nonblocking(sv[0]);
-  set_nonblocking(sv[1]);
-  return {Fd(sv[0]), Fd(sv[1])};
-}
 
 struct Options {
   int n = 2;
@@ -69,30 +35,9 @@ struct Options {
   std::chrono::milliseconds op_timeout = 30s;
 };
 
-// Control blocks of n ranks with o.wires socket pairs between every pair a < b
-// for which linked(a, b) holds.
-std::vector<ControlBlock> connect(
-    int n, const Options& o,
-    const std::function<bool(int, int)>& linked = [](int, int) {
-      return true;
-    }) {
-  std::vector<ControlBlock> conns(n);
-  for (int r = 0; r < n; ++r) {
-    conns[r].rank = r;
-    conns[r].size = n;
-    conns[r].wires.resize(n);
-    conns[r].op_timeout = o.op_timeout;
-  }
-  for (int a = 0; a < n; ++a) {
-    for (int b = a + 1; b < n; ++b) {
-      for (int w = 0; linked(a, b) && w < o.wires; ++w) {
-        auto [x, y] = socket_pair(o.tcp);
-        conns[a].wires[b].push_back(std::move(x));
-        conns[b].wires[a].push_back(std::move(y));
-      }
-    }
-  }
-  return conns;
+std::vector<ControlBlock> connect(int n, const Options& o) {
+  return test::socket_blocks(
+      n, {.wires = o.wires, .tcp = o.tcp, .op_timeout = o.op_timeout});
 }
 
 Groups make_groups(const Options& o) {
@@ -456,208 +401,6 @@ std::string expect_throw(const std::function<void()>& f) {
   ADD_FAILURE() << "no exception";
   return "";
 }
-
-// ---- one set of argument rules for every group kind ----------------------
-
-// Shared-memory groups over one real segment, threads as ranks. names: the
-// job rank of each member (as for a hierarchical group's local group);
-// states: each member's failure state (default: one each).
-Groups make_shm_groups(int n, std::vector<int> names = {},
-                       std::vector<std::shared_ptr<FailureState>> states = {}) {
-  static std::atomic<int> serial{0};
-  const std::string name = "/jaccl-test-coll-" + std::to_string(::getpid()) +
-                           "-" + std::to_string(serial++);
-  const ShmLayout layout = ShmLayout::for_budget(n, size_t(4) << 20);
-  ShmSegment owner = ShmSegment::create(name, layout.total(), 0);
-  ShmChannel::init_segment(owner.data(), layout, 0,
-                           ShmGroup::default_chunk_bytes());
-  Groups groups;
-  for (int r = 0; r < n; ++r) {
-    auto state = states.empty() ? std::make_shared<FailureState>()
-                                : states[static_cast<size_t>(r)];
-    groups.push_back(std::make_shared<ShmGroup>(
-        ShmChannel(r, n, names, ShmSegment::open(name, layout.total(), r),
-                   layout, std::move(state), nullptr),
-        Millis(30000)));
-  }
-  owner.unlink();
-  return groups;
-}
-
-// Hierarchical groups as make_group assembles them, host_id[r] being rank
-// r's host: a shared-memory group per host of two or more ranks, the
-// leaders' socket group and a send/recv-only socket group for the other
-// cross-host pairs, all of one rank sharing its failure state.
-Groups make_hier_groups(const std::vector<int>& host_id) {
-  const int n = static_cast<int>(host_id.size());
-  const HostMap map = HostMap::from_host_ids(host_id);
-  std::vector<std::shared_ptr<FailureState>> states;
-  for (int r = 0; r < n; ++r) {
-    states.push_back(std::make_shared<FailureState>());
-  }
-  Groups local(static_cast<size_t>(n)), leaders(static_cast<size_t>(n));
-  for (const std::vector<int>& members : map.hosts) {
-    if (members.size() < 2) {
-      continue;
-    }
-    std::vector<std::shared_ptr<FailureState>> st;
-    for (int m : members) {
-      st.push_back(states[static_cast<size_t>(m)]);
-    }
-    Groups g = make_shm_groups(static_cast<int>(members.size()), members, st);
-    for (size_t i = 0; i < members.size(); ++i) {
-      local[static_cast<size_t>(members[i])] = g[i];
-    }
-  }
-  const std::vector<int> heads = map.leaders();
-  const Options o{.wires = 2};
-  std::vector<ControlBlock> lc = connect(static_cast<int>(heads.size()), o);
-  for (size_t h = 0; h < heads.size(); ++h) {
-    lc[h].names = heads;
-    lc[h].state = states[static_cast<size_t>(heads[h])];
-    leaders[static_cast<size_t>(heads[h])] =
-        make_net_group(Config(), make_tcp_network(std::move(lc[h])));
-  }
-  auto is_head = [&](int r) {
-    return map.index_of[static_cast<size_t>(r)] == 0;
-  };
-  std::vector<ControlBlock> pc = connect(n, o, [&](int a, int b) {
-    return map.host_of[static_cast<size_t>(a)] !=
-               map.host_of[static_cast<size_t>(b)] &&
-           !(is_head(a) && is_head(b));
-  });
-  Groups groups;
-  for (int r = 0; r < n; ++r) {
-    const auto ur = static_cast<size_t>(r);
-    pc[ur].state = states[ur];
-    auto p2p = make_net_group(Config(), make_tcp_network(std::move(pc[ur])),
-                              /*p2p_only=*/true);
-    groups.push_back(std::make_shared<HierGroup>(r, map, local[ur], leaders[ur],
-                                                 p2p, states[ur]));
-  }
-  return groups;
-}
-
-// Groups from jaccl::init with threads as ranks over an in-process side
-// channel: the real assembly, behind the public handle.
-Groups make_init_groups(int n, const std::string& transport) {
-  auto hub = InProcessHub::create(n, Millis(60000));
-  Groups groups(static_cast<size_t>(n));
-  run_ranks(n, [&](int r) {
-    Config cfg;
-    cfg.set_rank(r)
-        .set_size(n)
-        .set_transport(transport)
-        .set_interface("127.0.0.1")
-        .set_all_gather_factory(hub->factory());
-    groups[static_cast<size_t>(r)] = init(cfg, true);
-  });
-  return groups;
-}
-
-// The group kinds the argument rules must hold for, 3 ranks each.
-Groups make_kind(const std::string& kind) {
-  if (kind == "unix_mesh" || kind == "unix_ring") {
-    return make_groups({.n = 3, .wires = 2, .ring = kind == "unix_ring"});
-  }
-  if (kind == "tcp_mesh" || kind == "tcp_ring") {
-    return make_groups(
-        {.n = 3, .wires = 2, .ring = kind == "tcp_ring", .tcp = true});
-  }
-  if (kind == "shm") {
-    return make_shm_groups(3);
-  }
-  if (kind == "hier") {
-    return make_hier_groups({0, 0, 1});  // rank 2 alone on its host
-  }
-  if (kind == "init_tcp" || kind == "init_shm") {
-    return make_init_groups(3, kind.substr(5));
-  }
-  ADD_FAILURE() << "unknown group kind " << kind;
-  return {};
-}
-
-class GroupRules : public testing::TestWithParam<std::string> {};
-
-TEST_P(GroupRules, UsageErrorsMoveNoBytesAndLeaveTheGroupWorking) {
-  auto g = make_kind(GetParam());
-  ASSERT_EQ(g.size(), 3u);
-  run_ranks(3, [&](int r) {
-    Group& grp = *g[r];
-    char buf[64] = {};
-    char* none = nullptr;
-    auto has = [](const std::string& m, const char* what) {
-      EXPECT_NE(m.find(what), std::string::npos) << m;
-    };
-    // Each rank makes different mistakes: none may desync the streams.
-    auto m = expect_throw<UsageError>([&] { grp.all_sum(buf, buf, 8, 99); });
-    has(m, "99");
-    expect_throw<UsageError>([&] { grp.all_max(buf, buf, 6, Float32); });
-    expect_throw<UsageError>([&] { grp.sum_scatter(buf, buf, 3, Int16); });
-    if (r == 0) {
-      expect_throw<UsageError>([&] { grp.send(buf, 4, 0); });
-      expect_throw<UsageError>([&] { grp.recv(buf, 4, 3); });
-      expect_throw<UsageError>([&] { grp.send(buf, 4, -1); });
-      expect_throw<UsageError>([&] { grp.broadcast(buf, 4, 7); });
-      has(expect_throw<UsageError>([&] { grp.all_sum(buf, buf + 2, 8, Int8); }),
-          "overlap partially");
-      has(expect_throw<UsageError>(
-              [&] { grp.all_min(buf + 4, buf, 8, Float32); }),
-          "overlap partially");
-      // all_gather's input may sit only at this rank's slot of the output.
-      has(expect_throw<UsageError>([&] { grp.all_gather(buf + 8, buf, 8); }),
-          "overlaps output");
-    }
-    if (r == 1) {
-      // Null buffers for non-empty transfers.
-      for (auto f : std::vector<std::function<void()>>{
-               [&] { grp.all_sum(none, buf, 8, Float32); },
-               [&] { grp.all_max(buf, none, 8, Float32); },
-               [&] { grp.all_gather(none, buf, 8); },
-               [&] { grp.all_gather(buf, none, 8); },
-               [&] { grp.sum_scatter(none, buf, 8, Float32); },
-               [&] { grp.sum_scatter(buf, none, 8, Float32); },
-               [&] { grp.broadcast(none, 8, 0); },
-               [&] { grp.send(none, 8, 2); },
-               [&] { grp.recv(none, 8, 2); },
-           }) {
-        has(expect_throw<UsageError>(f), "null buffer");
-      }
-      expect_throw<UsageError>([&] { grp.all_to_all(none, buf, 4); });
-      expect_throw<UsageError>([&] { grp.all_to_all(buf, buf, 4); });
-    }
-  });
-  check_all_ops(g, Float32, 9, 5);
-}
-
-TEST_P(GroupRules, ZeroByteOpsReturnAtOnceWithoutThePeers) {
-  auto g = make_kind(GetParam());
-  ASSERT_EQ(g.size(), 3u);
-  // Only rank 1 calls them, some with null buffers (allowed when empty):
-  // had one waited for its peers it would time out or desync the next op.
-  Group& grp = *g[1];
-  float x = 0;
-  float* none = nullptr;
-  grp.all_sum(&x, &x, 0, Float32);
-  grp.all_max(none, none, 0, Float32);
-  grp.all_min(&x, none, 0, Int8);
-  grp.all_gather(none, &x, 0);
-  grp.sum_scatter(&x, none, 0, Float32);
-  grp.broadcast(none, 0, 2);
-  grp.send(none, 0, 0);
-  grp.recv(&x, 0, 2);
-  grp.all_to_all(none, none, 0);
-  check_all_ops(g, Int32, 5, 1);
-  check_p2p(g, 100);
-}
-
-INSTANTIATE_TEST_SUITE_P(Kinds, GroupRules,
-                         testing::Values("unix_mesh", "unix_ring", "tcp_mesh",
-                                         "tcp_ring", "shm", "hier", "init_tcp",
-                                         "init_shm"),
-                         [](const testing::TestParamInfo<std::string>& i) {
-                           return i.param;
-                         });
 
 TEST(CollectivesErrors, DifferentOpIsAProtocolErrorNamingThePeer) {
   for (bool ring : {false, true}) {

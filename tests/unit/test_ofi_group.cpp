@@ -23,6 +23,7 @@
 
 #include "jaccl/jaccl.h"
 #include "support/fixtures.h"
+#include "support/group_kinds.h"
 #include "support/proc.h"
 #include "support/thread_ranks.h"
 #include "transport/ofi/ofi_fabric.h"
@@ -49,22 +50,6 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
 }
 
-// The tcp provider's domains are interfaces: every rank's row names lo, so
-// nothing leaves the loopback interface.
-Config::DeviceMatrix loopback_devices(int n) {
-  Config::DeviceMatrix m(
-      static_cast<size_t>(n),
-      std::vector<std::vector<std::string>>(static_cast<size_t>(n)));
-  for (int r = 0; r < n; ++r) {
-    for (int p = 0; p < n; ++p) {
-      if (p != r) {
-        m[static_cast<size_t>(r)][static_cast<size_t>(p)] = {"lo"};
-      }
-    }
-  }
-  return m;
-}
-
 Config rank_config(const Case& c, int r) {
   Config cfg;
   cfg.set_rank(r)
@@ -78,7 +63,7 @@ Config rank_config(const Case& c, int r) {
       .set_op_timeout(120s);
   cfg.prefer_ring(c.ring);
   if (c.provider.rfind("tcp", 0) == 0) {
-    cfg.set_devices(loopback_devices(c.n));
+    cfg.set_devices(test::loopback_devices(c.n));
   }
   return cfg;
 }
