@@ -29,6 +29,8 @@ using star::kRequestBytes;
 // report (which names the missing ranks) wins over a vaguer local timeout
 // when both deadlines expire together.
 constexpr Millis kReplyGrace{2000};
+// Handshakes rank 0 may break off before a rank gives up (see dial()).
+constexpr int kHandshakeRetries = 3;
 
 class Client {
  public:
@@ -63,40 +65,74 @@ class Client {
     return {.rank = o_.rank, .peer = 0, .address = address_};
   }
 
+  // Waits between refused dials grow to this: a mass start must not flood
+  // rank 0's kernel with SYNs (about size / 8 per millisecond at most), a
+  // small job reconnects within 100 ms of rank 0 coming up.
+  Millis max_backoff() const {
+    return Millis(std::clamp(o_.size / 8, 100, 1000));
+  }
+
   void dial(const Deadline& dl) {
     const ErrorContext ctx = client_ctx();
     const SockAddr addr = resolve(hp_, o_.rank);
-    Fd fd = connect_with_retry(
-        addr, dl, ctx,
-        [&](int attempt, int err) {
-          if (attempt == 0) {
-            // Workers often start before rank 0: expected, not an error.
-            JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
-                                    << " not reachable yet ("
-                                    << std::strerror(err)
-                                    << "); retrying for up to "
-                                    << format_duration(o_.timeout));
-          }
-        },
-        timeout_text() +
-            " waiting for the coordinator to accept a connection (is rank 0 "
-            "running at JACCL_COORDINATOR?)");
-    set_nodelay(fd.get());
     Hello me;
     me.channel = Channel::Coordinator;
     me.rank = o_.rank;
     me.size = o_.size;
     me.job = job_;
-    me.nonce = random_nonce();
-    try {
-      client_handshake(fd.get(), me, o_.token, dl, ctx);
-    } catch (const TimeoutError&) {
-      raise(ErrorKind::Timeout,
-            timeout_text() + " waiting for the coordinator to finish the " +
-                "connection handshake",
-            ctx);
+    for (int attempt = 0;; ++attempt) {
+      Fd fd = connect_with_retry(
+          addr, dl, ctx,
+          [&](int tries, int err) {
+            if (tries == 0 && attempt == 0) {
+              // Workers often start before rank 0: expected, not an error.
+              JACCL_LOG(Info, "rank " << o_.rank << ": coordinator "
+                                      << address_ << " not reachable yet ("
+                                      << std::strerror(err)
+                                      << "); retrying for up to "
+                                      << format_duration(o_.timeout));
+            }
+          },
+          timeout_text() +
+              " waiting for the coordinator to accept a connection (is rank "
+              "0 running at JACCL_COORDINATOR?)" +
+              (attempt > 0 ? "; it closed " + std::to_string(attempt) +
+                                 " earlier connection(s) during the "
+                                 "handshake (last: " + dropped_ + ")"
+                           : std::string()),
+          max_backoff());
+      set_nodelay(fd.get());
+      me.nonce = random_nonce();
+      try {
+        client_handshake(fd.get(), me, o_.token, dl, ctx);
+      } catch (const TimeoutError&) {
+        raise(ErrorKind::Timeout,
+              timeout_text() + " waiting for the coordinator to finish the " +
+                  "connection handshake",
+              ctx);
+      } catch (const PeerLostError& e) {
+        // Closed before its verdict: rank 0 dropped a handshake it could
+        // not serve in time (a mass start on a loaded host). Dial again, a
+        // few times: a peer that always hangs up is not a coordinator.
+        if (attempt >= kHandshakeRetries) {
+          raise(ErrorKind::PeerLost,
+                "the coordinator closed " + std::to_string(attempt + 1) +
+                    " connections in a row during the handshake (is "
+                    "JACCL_COORDINATOR a jaccl coordinator of this "
+                    "version?); last: " +
+                    e.what(),
+                ctx);
+        }
+        dropped_ = e.what();
+        JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                                << " closed the connection during the "
+                                << "handshake; dialing again");
+        sleep_for_retry(attempt, dl, max_backoff());
+        continue;
+      }
+      coord_ = std::move(fd);
+      return;
     }
-    coord_ = std::move(fd);
   }
 
   // recv_all with the coordinator named in the errors.
@@ -183,6 +219,7 @@ class Client {
   uint64_t calls_ = 0;
   uint64_t seq_ = 0;  // number of the call in progress
   Fd coord_;
+  std::string dropped_;  // why the last handshake broke off
 };
 
 // Serializes calls, and makes one failure poison the channel: later calls
