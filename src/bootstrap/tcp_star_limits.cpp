@@ -62,16 +62,15 @@ void ensure_fd_room(size_t more, const std::string& who, int rank) {
     if (::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
       JACCL_LOG(Info, who << " needs " << need << " open files: raised this "
                           << "process's soft limit from " << old << " to "
-                          << need << " (hard limit "
-                          << limit_text(rl.rlim_max) << ")");
+                          << need << " (hard limit " << limit_text(rl.rlim_max)
+                          << ")");
       return;
     }
   }
   raise(ErrorKind::Io,
         who + " needs about " + std::to_string(need) +
-            " open files but this process may open " +
-            limit_text(rl.rlim_cur) + " (hard limit " +
-            limit_text(rl.rlim_max) +
+            " open files but this process may open " + limit_text(rl.rlim_cur) +
+            " (hard limit " + limit_text(rl.rlim_max) +
             "): raise the open-file limit, e.g. ulimit -n " +
             std::to_string(need) +
             " (LimitNOFILE= under systemd, nofile in "

@@ -244,8 +244,8 @@ void sleep_for_retry(int attempt, const Deadline& dl, Millis max_backoff) {
   thread_local std::minstd_rand gen(static_cast<uint32_t>(random_u64()));
   const int cap = static_cast<int>(std::max<long long>(1, max_backoff.count()));
   const int ms = std::min(10 << std::min(attempt, 10), cap);
-  const int wait = ms / 2 + static_cast<int>(gen() % static_cast<unsigned>(
-                                                         ms - ms / 2 + 1));
+  const int wait =
+      ms / 2 + static_cast<int>(gen() % static_cast<unsigned>(ms - ms / 2 + 1));
   std::this_thread::sleep_for(Millis(dl.poll_ms(wait)));  // never past dl
 }
 
@@ -261,10 +261,9 @@ void raise_connect_failure(const SockAddr& addr, const Deadline& dl,
   if (out_of_resources(err)) {
     raise(ErrorKind::Io, "cannot open a connection: " + hint, c);
   }
-  std::string what =
-      what_on_timeout.empty()
-          ? "could not connect within " + format_duration(dl.total())
-          : what_on_timeout;
+  std::string what = what_on_timeout.empty() ? "could not connect within " +
+                                                   format_duration(dl.total())
+                                             : what_on_timeout;
   if (!hint.empty()) {
     what += "; " + hint;
   }
