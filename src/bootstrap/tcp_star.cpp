@@ -29,6 +29,8 @@ using star::kRequestBytes;
 // report (which names the missing ranks) wins over a vaguer local timeout
 // when both deadlines expire together.
 constexpr Millis kReplyGrace{2000};
+// The coordinator connection's receive buffer (see dial()).
+constexpr int kReceiveBuffer = 4 << 20;
 // Handshakes rank 0 may break off before a rank gives up (see dial()).
 constexpr int kHandshakeRetries = 3;
 
@@ -103,6 +105,10 @@ class Client {
                            : std::string()),
           max_backoff());
       set_nodelay(fd.get());
+      // Room for a whole result, so rank 0 writes it in one go and we wake
+      // once (recv_body); the kernel caps it at rmem_max.
+      const int rcvbuf = kReceiveBuffer;
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
       me.nonce = random_nonce();
       try {
         client_handshake(fd.get(), me, o_.token, dl, ctx);
