@@ -122,17 +122,17 @@ void ProcessGroupJaccl::shutdown_all() {
 
 namespace {
 
-// Runs an op on this thread, completing its Work with the outcome.
+// Runs an op on this thread; returns its outcome for the op's Work.
 template <class F>
-void run_op(JacclWork& work, const char* name, F& run) {
+std::exception_ptr run_op(const char* name, F& run) {
   std::exception_ptr error;
   try {
     run();
   } catch (const jaccl::Error& e) {
     // Of the same kind and fields, so that Python sees
     // jaccl_torch.<Kind>Error (module.cpp) with e's rank and peers.
-    error = jaccl::with_context(e, std::string("jaccl_torch: ") + name +
-                                       " failed: ");
+    error = jaccl::with_context(
+        e, std::string("jaccl_torch: ") + name + " failed: ");
   } catch (const std::exception& e) {
     // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
     error = std::make_exception_ptr(std::runtime_error(
@@ -140,7 +140,7 @@ void run_op(JacclWork& work, const char* name, F& run) {
   } catch (...) {
     error = std::current_exception();
   }
-  work.complete(error);
+  return error;
 }
 
 }  // namespace
@@ -164,11 +164,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
     }
     busy_ = true;  // ops issued meanwhile queue up behind this one
   }
+  std::exception_ptr error;
   {
     // Ops copy into and out of user tensors: data movement, not something
     // autograd should record.
     at::NoGradGuard no_grad;
-    run_op(*work, name, run);
+    error = run_op(name, run);
   }
   bool queued;
   {
@@ -178,6 +179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
   }
   if (queued)
     cv_.notify_one();
+  work->complete(error);
   return work;
 }
 
@@ -197,12 +199,16 @@ void ProcessGroupJaccl::worker_loop() {
       queue_.pop_front();
       busy_ = true;
     }
-    run_op(*task.work, task.name, task.run);
+    auto error = run_op(task.name, task.run);
+    auto work = std::move(task.work);
     task = Task{};  // the op's tensors are dropped before the next op starts
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
     }
+    // Completed once the group is idle again: a caller woken by wait()
+    // finds it idle, and its next small op runs inline.
+    work->complete(error);
   }
 }
 
