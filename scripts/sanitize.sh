@@ -10,7 +10,7 @@ kinds=("$@")
 # slow whole-job suites (conformance, faults, python, side channels) run in
 # the plain build only.
 suites=(config side_channel errors types reduce ring_math all_to_all_math
-        collectives all_to_all shm_group coordinator tcp_transport hier
+        op_runner collectives all_to_all shm_group coordinator tcp_transport hier
         ofi_layer ofi_group split rdma_devices)
 # SANITIZE_SUITES="a b" builds and runs only those suites (a quick re-run).
 if [ -n "${SANITIZE_SUITES:-}" ]; then

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,6 +24,8 @@ class Config {
  public:
   using DeviceMatrix = std::vector<std::vector<std::vector<std::string>>>;
 
+  // The defaults, and the shared-memory settings of the environment
+  // (JACCL_SHM_BUDGET, JACCL_SHM_STRATEGY), which every Config takes.
   Config();
 
   // ---- JACCL's setters ---------------------------------------------------
@@ -70,6 +73,12 @@ class Config {
   // Job id that namespaces the file and Redis side channels (default: from
   // the token, else "default").
   Config& set_job(std::string job);
+  // Shared memory the ranks of one host may use for the shm data plane, in
+  // MiB (1..1048576, default 64); every rank of a host must give the same.
+  Config& set_shm_budget(size_t mib);
+  // How the shm data plane's large ops store: "auto" (measured, the
+  // default), "cached", "stream-stage", "stream" or "direct".
+  Config& set_shm_strategy(std::string strategy);
 
   // ---- validity ----------------------------------------------------------
   bool is_valid_mesh() const;
@@ -79,6 +88,11 @@ class Config {
   bool is_valid() const;
   // Why the config is not valid ("" when it is).
   std::string invalid_reason() const;
+  // What is wrong with the shared-memory settings ("" when nothing). Not in
+  // invalid_reason(): the shared-memory set-up raises it on every rank of
+  // the job at once (ConfigError), so a value one rank got wrong fails all
+  // ranks alike instead of leaving the others waiting for that rank.
+  std::string shm_invalid_reason() const;
 
   // ---- getters -------------------------------------------------------------
   int get_rank() const { return rank_; }
@@ -106,6 +120,8 @@ class Config {
   bool get_ofi_force_register() const { return ofi_force_register_; }
   const std::string& get_side_channel() const { return side_channel_; }
   const std::string& get_job() const { return job_; }
+  size_t get_shm_budget() const { return shm_budget_; }  // MiB
+  const std::string& get_shm_strategy() const { return shm_strategy_; }
 
   // Reads the environment table (docs/environment.md). Never throws: malformed
   // values are recorded and reported by invalid_reason(), naming the variable.
@@ -136,7 +152,10 @@ class Config {
   bool ofi_force_register_ = false;
   std::string side_channel_;
   std::string job_;
+  size_t shm_budget_ = 64;
+  std::string shm_strategy_ = "auto";
   std::vector<std::string> problems_;
+  std::vector<std::string> shm_problems_;  // shm_invalid_reason()
 };
 
 // Whether this build can create groups here (always true on Linux: the TCP

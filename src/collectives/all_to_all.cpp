@@ -5,7 +5,6 @@
 #include <string>
 
 #include "collectives/exchange.h"
-#include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
 #include "common/error.h"
 #include "jaccl/group.h"
@@ -32,36 +31,6 @@ void Group::all_to_allv(const void*, std::span<const size_t>, void*,
 
 namespace jaccl::detail::a2a {
 
-void check_buffers(int rank, const char* op, const void* in, size_t n_in,
-                   const void* out, size_t n_out) {
-  detail::check_buffers(rank, op, in, n_in, out, n_out);
-  if ((in != nullptr && in == out) || ring::overlaps(in, n_in, out, n_out)) {
-    raise_usage(rank, std::string(op) +
-                          ": input and output overlap (in place is not "
-                          "supported: pass separate buffers)");
-  }
-}
-
-Totals check_v_args(int rank, int size, const void* in,
-                    std::span<const size_t> send, const void* out,
-                    std::span<const size_t> recv) {
-  const auto n = static_cast<size_t>(size);
-  if (send.size() != n || recv.size() != n) {
-    raise_usage(rank, "all_to_allv: " + std::to_string(send.size()) +
-                          " send counts and " + std::to_string(recv.size()) +
-                          " receive counts for a group of size " +
-                          std::to_string(size) + " (want one per rank)");
-  }
-  Totals t;
-  if (!sum(send.data(), n, &t.send) || !sum(recv.data(), n, &t.recv)) {
-    raise_usage(rank,
-                "all_to_allv: the counts add up to more than fits in "
-                "size_t");
-  }
-  check_buffers(rank, "all_to_allv", in, t.send, out, t.recv);
-  return t;
-}
-
 void fill_row(std::span<const size_t> send, std::span<const size_t> recv,
               uint64_t* row) {
   for (size_t i = 0; i < send.size(); ++i) {
@@ -78,12 +47,12 @@ void check_matrix(const Counts& c, int rank,
   if (!m.found()) {
     return;
   }
-  const std::string a = std::to_string(who(m.receiver));
-  const std::string b = std::to_string(who(m.sender));
+  const Detail a = rank_ref(who(m.receiver));
+  const Detail b = rank_ref(who(m.sender));
   raise(ErrorKind::Protocol,
-        "all_to_allv: rank " + a + " expects " + std::to_string(m.expects) +
-            " bytes from rank " + b + ", but rank " + b + " sends " +
-            std::to_string(m.sends) + " bytes to rank " + a +
+        "all_to_allv: " + a + " expects " + std::to_string(m.expects) +
+            " bytes from " + b + ", but " + b + " sends " +
+            std::to_string(m.sends) + " bytes to " + a +
             " (the counts were checked on every rank before any data moved)",
         {.rank = rank});
 }

@@ -1,14 +1,14 @@
 // Copyright 2026 the jaccl authors.
-// all_to_all and all_to_allv: the argument checks and the counts check
-// every group shares, and the direct exchange over a network group's links
-// (every block to and from every peer posted at once, large blocks split
-// over all of the pair's wires, bounded by the op deadline).
+// all_to_all and all_to_allv: the counts check every group shares (the
+// argument checks are in op_checks.h), and the direct exchange over a network
+// group's links (every block to and from every peer posted at once, large
+// blocks split over all of the pair's wires, bounded by the op deadline).
 //
 // all_to_allv gathers every rank's send and receive counts first (one small
 // all-gather) and checks the whole matrix on every rank, so a mismatch is
 // found on every rank at the same point, before any data moves: every rank
 // throws the same ProtocolError and the group stays usable (nothing is out
-// of step).
+// of step: the groups run the check through OpRunner::agreed).
 #pragma once
 
 #include <cstddef>
@@ -28,22 +28,6 @@ namespace jaccl::detail::a2a {
 
 // Blocks of at least this many bytes per wire go over several wires.
 inline constexpr size_t kSplitBytes = 256 * 1024;
-
-// Usage checks (thrown before any byte moves, naming `rank`, a job rank):
-// null buffers for non-empty data; input and output overlapping.
-void check_buffers(int rank, const char* op, const void* in, size_t n_in,
-                   const void* out, size_t n_out);
-
-// What an all_to_allv's arguments add up to.
-struct Totals {
-  size_t send = 0;
-  size_t recv = 0;
-};
-// Usage checks of all_to_allv: spans of `size` entries whose sums fit, then
-// check_buffers.
-Totals check_v_args(int rank, int size, const void* in,
-                    std::span<const size_t> send, const void* out,
-                    std::span<const size_t> recv);
 
 // This rank's row of the counts matrix (Counts in all_to_all_math.h):
 // 2 * size entries.

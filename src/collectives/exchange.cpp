@@ -27,34 +27,8 @@ std::string describe(OpKind kind, int dtype, uint64_t n_bytes, uint32_t aux) {
 
 }  // namespace
 
-const char* op_kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::AllSum:
-      return "all_sum";
-    case OpKind::AllMax:
-      return "all_max";
-    case OpKind::AllMin:
-      return "all_min";
-    case OpKind::AllGather:
-      return "all_gather";
-    case OpKind::SumScatter:
-      return "sum_scatter";
-    case OpKind::SendRecv:
-      return "send/recv";
-    case OpKind::Barrier:
-      return "barrier";
-    case OpKind::Broadcast:
-      return "broadcast";
-    case OpKind::AllToAll:
-      return "all_to_all";
-    case OpKind::AllToAllv:
-      return "all_to_allv";
-  }
-  return "unknown op";
-}
-
-WireHeader make_header(const OpDesc& op, uint32_t seq) {
-  WireHeader h;
+OpHeader make_header(const OpDesc& op, uint32_t seq) {
+  OpHeader h;
   h.magic = kOpMagic;
   h.seq = seq;
   h.kind = static_cast<uint8_t>(op.kind);
@@ -66,7 +40,7 @@ WireHeader make_header(const OpDesc& op, uint32_t seq) {
   return h;
 }
 
-void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
+void check_header(const OpHeader& got, const OpDesc& mine, uint32_t seq,
                   int rank, int peer) {
   const ErrorContext ec{.rank = rank, .peer = peer};
   if (got.magic != kOpMagic) {
@@ -75,14 +49,14 @@ void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
               op_kind_name(mine.kind) + " (stream out of step?)",
           ec);
   }
-  const WireHeader want = make_header(mine, seq);
+  const OpHeader want = make_header(mine, seq);
   const auto kind = static_cast<OpKind>(got.kind);
   if (mine.kind == OpKind::SendRecv && got.kind == want.kind &&
       got.n_bytes != want.n_bytes && got.seq == want.seq) {
     raise(ErrorKind::Protocol,
-          "recv of " + std::to_string(mine.n_bytes) + " bytes from rank " +
-              std::to_string(peer) + ", but rank " + std::to_string(peer) +
-              " sent " + std::to_string(got.n_bytes) + " bytes",
+          "recv of " + std::to_string(mine.n_bytes) + " bytes from " +
+              rank_ref(peer) + ", but " + rank_ref(peer) + " sent " +
+              std::to_string(got.n_bytes) + " bytes",
           ec);
   }
   if (got.kind != want.kind || got.dtype != want.dtype ||
@@ -90,17 +64,16 @@ void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
     raise(ErrorKind::Protocol,
           "operation mismatch: this rank called " +
               describe(mine.kind, want.dtype, mine.n_bytes, mine.aux) +
-              " but rank " + std::to_string(peer) + " called " +
+              " but " + rank_ref(peer) + " called " +
               describe(kind, got.dtype, got.n_bytes, got.aux),
           ec);
   }
   if (got.seq != want.seq) {
     raise(ErrorKind::Protocol,
           std::string("ranks out of step in ") + op_kind_name(mine.kind) +
-              ": rank " + std::to_string(rank) + " expected op #" +
-              std::to_string(seq) + " from rank " + std::to_string(peer) +
-              ", but rank " + std::to_string(peer) + " sent op #" +
-              std::to_string(got.seq),
+              ": " + rank_ref(rank) + " expected op #" + std::to_string(seq) +
+              " from " + rank_ref(peer) + ", but " + rank_ref(peer) +
+              " sent op #" + std::to_string(got.seq),
           ec);
   }
   if (got.algo != want.algo || got.streams != want.streams) {
@@ -108,10 +81,9 @@ void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
           std::string("configuration mismatch in ") + op_kind_name(mine.kind) +
               ": this rank uses the " +
               (want.algo == uint8_t(Algo::Ring) ? "ring" : "mesh") + " over " +
-              std::to_string(want.streams) + " wire(s), rank " +
-              std::to_string(peer) + " the " +
-              (got.algo == uint8_t(Algo::Ring) ? "ring" : "mesh") + " over " +
-              std::to_string(got.streams) +
+              std::to_string(want.streams) + " wire(s), " + rank_ref(peer) +
+              " the " + (got.algo == uint8_t(Algo::Ring) ? "ring" : "mesh") +
+              " over " + std::to_string(got.streams) +
               " (JACCL_RING / JACCL_WIRES differ?)",
           ec);
   }
@@ -120,8 +92,8 @@ void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
 void raise_timeout(const OpContext& ctx, int peer, const std::string& detail) {
   raise(ErrorKind::Timeout,
         std::string(ctx.name) + " timed out after " +
-            format_duration(ctx.deadline.total()) + " waiting for rank " +
-            std::to_string(ctx.who(peer)) + " (" + detail + ")",
+            format_duration(ctx.deadline.total()) + " waiting for " +
+            rank_ref(ctx.who(peer)) + " (" + detail + ")",
         {.rank = ctx.rank, .peer = ctx.who(peer)});
 }
 

@@ -12,23 +12,10 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/op_kind.h"
 #include "transport/endpoint.h"
 
 namespace jaccl::detail {
-
-enum class OpKind : uint8_t {
-  AllSum = 1,
-  AllMax,
-  AllMin,
-  AllGather,
-  SumScatter,
-  SendRecv,
-  Barrier,
-  Broadcast,
-  AllToAll,
-  AllToAllv,
-};
-const char* op_kind_name(OpKind kind);
 
 enum class Algo : uint8_t { Mesh = 1, Ring = 2 };
 
@@ -42,9 +29,9 @@ struct OpDesc {
   uint8_t streams = 1;  // wires the op's data is split over
 };
 
-// Sent ahead of an op's first bytes on every link the op uses (TCP puts it
-// in the same sendmsg as the first payload bytes).
-struct WireHeader {
+// The op header: sent ahead of an op's first bytes on every link the op
+// uses (TCP puts it in the same sendmsg as the first payload bytes).
+struct OpHeader {
   uint32_t magic = 0;
   uint32_t seq = 0;  // ops so far on this (sender, receiver) link
   uint8_t kind = 0;
@@ -54,14 +41,14 @@ struct WireHeader {
   uint32_t aux = 0;
   uint64_t n_bytes = 0;
 };
-static_assert(sizeof(WireHeader) == kMsgHeaderBytes);
-inline constexpr size_t kHeaderBytes = sizeof(WireHeader);
+static_assert(sizeof(OpHeader) == kMsgHeaderBytes);
+inline constexpr size_t kHeaderBytes = sizeof(OpHeader);
 
-WireHeader make_header(const OpDesc& op, uint32_t seq);
+OpHeader make_header(const OpDesc& op, uint32_t seq);
 // Throws ProtocolError naming the peer and both sides' ops if got does not
 // match what this rank is doing.
 // rank and peer are job ranks.
-void check_header(const WireHeader& got, const OpDesc& mine, uint32_t seq,
+void check_header(const OpHeader& got, const OpDesc& mine, uint32_t seq,
                   int rank, int peer);
 
 // The op in flight on one rank.
@@ -96,7 +83,7 @@ struct Transfer {
   bool is_send = false;
   bool checked = false;  // receive: header checked
   uint32_t seq = 0;      // sent, or expected
-  WireHeader hdr{};
+  OpHeader hdr{};
   char* buf = nullptr;
   size_t len = 0;
   Msg msg;

@@ -13,8 +13,8 @@
 #include "collectives/all_to_all.h"
 #include "collectives/hier_group.h"
 #include "collectives/net_group.h"
-#include "collectives/shm_copy.h"
 #include "common/error.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 
@@ -132,12 +132,13 @@ void HierGroup::a2a_phases(bool fixed, uint64_t header_bytes, const char* in,
 }
 
 void HierGroup::all_to_all(const void* in, void* out, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
+  ops_.run(call::all_to_all(in, out, n), [&](const Deadline&) {
+    a2a_fixed(static_cast<const char*>(in), static_cast<char*>(out), n);
+  });
+}
+
+void HierGroup::a2a_fixed(const char* in, char* out, size_t n) {
   const auto P = static_cast<size_t>(size());
-  a2a::check_buffers(rank_, "all_to_all", in, n * P, out, n * P);
-  if (n == 0)
-    return;
   a2a_scratch_.resize(2 * P);
   size_t* counts = a2a_scratch_.data();
   size_t* offs = counts + P;
@@ -145,24 +146,28 @@ void HierGroup::all_to_all(const void* in, void* out, size_t n) {
     counts[q] = n;
     offs[q] = q * n;
   }
-  a2a_phases(true, n, static_cast<const char*>(in), counts, offs,
-             static_cast<char*>(out), counts, offs);
+  a2a_phases(true, n, in, counts, offs, out, counts, offs);
 }
 
 void HierGroup::all_to_allv(const void* in, std::span<const size_t> send,
                             void* out, std::span<const size_t> recv) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
+  ops_.run(call::all_to_allv(in, send, out, recv), [&](const Deadline&) {
+    a2a_varying(static_cast<const char*>(in), send, static_cast<char*>(out),
+                recv);
+  });
+}
+
+void HierGroup::a2a_varying(const char* in, std::span<const size_t> send,
+                            char* out, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size());
-  a2a::check_v_args(rank_, size(), in, send, out, recv);
   // The counts matrix over the whole job, checked on every rank.
   const size_t row = 2 * P;
   std::vector<uint64_t> mine(row);
   a2a::fill_row(send, recv, mine.data());
   counts_.resize(row * P);
-  gather_locked(mine.data(), counts_.data(), row * sizeof(uint64_t));
+  gather_body(mine.data(), counts_.data(), row * sizeof(uint64_t));
   const a2a::Counts c{counts_.data(), size()};
-  a2a::check_matrix(c, rank_, [](int q) { return q; });
+  ops_.agreed([&] { a2a::check_matrix(c, rank_, [](int q) { return q; }); });
   if (c.total() == 0)
     return;
   a2a_scratch_.resize(2 * P);
@@ -174,8 +179,7 @@ void HierGroup::all_to_allv(const void* in, std::span<const size_t> send,
     s += send[q];
     t += recv[q];
   }
-  a2a_phases(false, c.total(), static_cast<const char*>(in), send.data(), soff,
-             static_cast<char*>(out), recv.data(), roff);
+  a2a_phases(false, c.total(), in, send.data(), soff, out, recv.data(), roff);
 }
 
 }  // namespace jaccl::detail

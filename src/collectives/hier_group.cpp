@@ -5,11 +5,9 @@
 #include <cstring>
 #include <map>
 
-#include "collectives/op_checks.h"
-#include "collectives/ring_math.h"
-#include "collectives/shm_copy.h"
 #include "common/error.h"
 #include "common/reduce.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 
@@ -66,8 +64,8 @@ HierGroup::HierGroup(int rank, HostMap map, std::shared_ptr<Group> local,
       local_(std::move(local)),
       leaders_(std::move(leaders)),
       p2p_(std::move(p2p)),
-      state_(std::move(state)),
-      name_(std::move(name)) {}
+      name_(std::move(name)),
+      ops_(rank_, map_.size(), rank_, std::move(state), Millis(0)) {}
 
 void HierGroup::reduce_on(Group& g, ReduceOp op, const void* in, void* out,
                           size_t n, int dtype) {
@@ -81,51 +79,38 @@ void HierGroup::reduce_on(Group& g, ReduceOp op, const void* in, void* out,
   }
 }
 
-void HierGroup::all_reduce(ReduceOp op, const char* name, const void* in,
-                           void* out, size_t n, int dtype) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  checked_count(op, dtype, n);
-  check_reduce_buffers(rank_, name, in, out, n);
-  if (n == 0)
-    return;
-  if (local_)
-    reduce_on(*local_, op, in, out, n, dtype);
-  else
-    copy_bytes(out, in, n);
-  if (leaders_)
-    reduce_on(*leaders_, op, out, out, n, dtype);
-  if (local_)
-    local_->broadcast(out, n, 0);
+void HierGroup::all_reduce(ReduceOp op, OpKind kind, const void* in, void* out,
+                           size_t n, int dtype) {
+  ops_.run(call::all_reduce(kind, in, out, n, dtype), [&](const Deadline&) {
+    if (local_)
+      reduce_on(*local_, op, in, out, n, dtype);
+    else
+      copy_bytes(out, in, n);
+    if (leaders_)
+      reduce_on(*leaders_, op, out, out, n, dtype);
+    if (local_)
+      local_->broadcast(out, n, 0);
+  });
 }
 
 void HierGroup::all_sum(const void* in, void* out, size_t n, int dtype) {
-  all_reduce(ReduceOp::Sum, "all_sum", in, out, n, dtype);
+  all_reduce(ReduceOp::Sum, OpKind::AllSum, in, out, n, dtype);
 }
 void HierGroup::all_max(const void* in, void* out, size_t n, int dtype) {
-  all_reduce(ReduceOp::Max, "all_max", in, out, n, dtype);
+  all_reduce(ReduceOp::Max, OpKind::AllMax, in, out, n, dtype);
 }
 void HierGroup::all_min(const void* in, void* out, size_t n, int dtype) {
-  all_reduce(ReduceOp::Min, "all_min", in, out, n, dtype);
+  all_reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
 }
 
 void HierGroup::all_gather(const void* in, void* out, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
-  gather_locked(in, out, n);
+  ops_.run(call::all_gather(in, out, n),
+           [&](const Deadline&) { gather_body(in, out, n); });
 }
 
-void HierGroup::gather_locked(const void* in, void* out, size_t n) {
-  state_->throw_if_failed();
+void HierGroup::gather_body(const void* in, void* out, size_t n) {
   const size_t total = n * static_cast<size_t>(size());
-  check_buffers(rank_, "all_gather", in, n, out, total);
   char* dst = static_cast<char*>(out);
-  if (ring::overlaps(in, n, out, total) && in != dst + rank_ * n) {
-    raise_usage(rank_,
-                "all_gather: input overlaps output other than at this rank's "
-                "slot");
-  }
-  if (n == 0)
-    return;
   // Each host's block (its ranks' inputs in rank order), padded to the
   // largest host so the leaders can all_gather equal blocks.
   size_t widest = 0;
@@ -159,13 +144,12 @@ void HierGroup::gather_locked(const void* in, void* out, size_t n) {
 }
 
 void HierGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  checked_count(ReduceOp::Sum, dtype, n);
+  ops_.run(call::sum_scatter(in, out, n, dtype),
+           [&](const Deadline&) { scatter_body(in, out, n, dtype); });
+}
+
+void HierGroup::scatter_body(const void* in, void* out, size_t n, int dtype) {
   const size_t total = n * static_cast<size_t>(size());
-  check_buffers(rank_, "sum_scatter", in, total, out, n);
-  if (n == 0)
-    return;
   // The host's sum of every rank's slice, then the leaders' sum of those;
   // the leader hands each local rank its slice.
   if (tmp_.size() < total)
@@ -200,68 +184,52 @@ void HierGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
 }
 
 void HierGroup::barrier() {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  if (local_)
-    local_->barrier();
-  if (leaders_)
-    leaders_->barrier();
-  if (local_)
-    local_->barrier();
+  ops_.run(call::barrier(), [&](const Deadline&) {
+    if (local_)
+      local_->barrier();
+    if (leaders_)
+      leaders_->barrier();
+    if (local_)
+      local_->barrier();
+  });
 }
 
 void HierGroup::broadcast(void* buf, size_t n, int root) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  if (root < 0 || root >= size()) {
-    raise_usage(rank_, "broadcast: root " + std::to_string(root) +
-                           " is out of range for a group of size " +
-                           std::to_string(size()));
-  }
-  check_buffers(rank_, "broadcast", buf, n, buf, n);
-  if (n == 0)
-    return;
-  const int root_host = map_.host_of[static_cast<size_t>(root)];
-  if (local_ && host_ == root_host)
-    local_->broadcast(buf, n, map_.index_of[static_cast<size_t>(root)]);
-  if (leaders_)
-    leaders_->broadcast(buf, n, root_host);
-  if (local_ && host_ != root_host)
-    local_->broadcast(buf, n, 0);
+  ops_.run(call::broadcast(buf, n, root), [&](const Deadline&) {
+    const int root_host = map_.host_of[static_cast<size_t>(root)];
+    if (local_ && host_ == root_host)
+      local_->broadcast(buf, n, map_.index_of[static_cast<size_t>(root)]);
+    if (leaders_)
+      leaders_->broadcast(buf, n, root_host);
+    if (local_ && host_ != root_host)
+      local_->broadcast(buf, n, 0);
+  });
 }
 
 void HierGroup::send(const void* in, size_t n, int dst) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  check_peer_rank(rank_, size(), "send", dst, "destination");
-  check_buffers(rank_, "send", in, n, in, 0);
-  if (n == 0)
-    return;
-  const int h = map_.host_of[static_cast<size_t>(dst)];
-  const int j = map_.index_of[static_cast<size_t>(dst)];
-  if (h == host_)
-    local_->send(in, n, j);
-  else if (leader_ && j == 0)
-    leaders_->send(in, n, h);  // leaders' wires belong to their group
-  else
-    p2p_->send(in, n, dst);
+  ops_.run(call::send(in, n, dst), [&](const Deadline&) {
+    const int h = map_.host_of[static_cast<size_t>(dst)];
+    const int j = map_.index_of[static_cast<size_t>(dst)];
+    if (h == host_)
+      local_->send(in, n, j);
+    else if (leader_ && j == 0)
+      leaders_->send(in, n, h);  // leaders' wires belong to their group
+    else
+      p2p_->send(in, n, dst);
+  });
 }
 
 void HierGroup::recv(void* out, size_t n, int src) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  check_peer_rank(rank_, size(), "recv", src, "source");
-  check_buffers(rank_, "recv", out, n, out, 0);
-  if (n == 0)
-    return;
-  const int h = map_.host_of[static_cast<size_t>(src)];
-  const int j = map_.index_of[static_cast<size_t>(src)];
-  if (h == host_)
-    local_->recv(out, n, j);
-  else if (leader_ && j == 0)
-    leaders_->recv(out, n, h);
-  else
-    p2p_->recv(out, n, src);
+  ops_.run(call::recv(out, n, src), [&](const Deadline&) {
+    const int h = map_.host_of[static_cast<size_t>(src)];
+    const int j = map_.index_of[static_cast<size_t>(src)];
+    if (h == host_)
+      local_->recv(out, n, j);
+    else if (leader_ && j == 0)
+      leaders_->recv(out, n, h);
+    else
+      p2p_->recv(out, n, src);
+  });
 }
 
 }  // namespace jaccl::detail

@@ -8,10 +8,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "collectives/op_runner.h"
 #include "common/reduce.h"
 #include "jaccl/group.h"
 #include "transport/failure.h"
@@ -62,14 +62,18 @@ class HierGroup : public Group {
                    void* out, std::span<const size_t> recv_counts) override;
 
  private:
-  // all_gather's body; the caller holds mu_.
-  void gather_locked(const void* in, void* out, size_t n);
+  // all_gather's body (all_to_allv gathers its counts with it).
+  void gather_body(const void* in, void* out, size_t n);
+  void scatter_body(const void* in, void* out, size_t n, int dtype);
+  void a2a_fixed(const char* in, char* out, size_t n);
+  void a2a_varying(const char* in, std::span<const size_t> send, char* out,
+                   std::span<const size_t> recv);
   // The three phases of all_to_all(v): counts and offsets by job rank.
   void a2a_phases(bool fixed, uint64_t header_bytes, const char* in,
                   const size_t* send, const size_t* soff, char* out,
                   const size_t* recv, const size_t* roff);
-  void all_reduce(ReduceOp op, const char* name, const void* in, void* out,
-                  size_t n, int dtype);
+  void all_reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
+                  int dtype);
   static void reduce_on(Group& g, ReduceOp op, const void* in, void* out,
                         size_t n, int dtype);
 
@@ -81,9 +85,10 @@ class HierGroup : public Group {
   std::shared_ptr<Group> local_;
   std::shared_ptr<Group> leaders_;
   std::shared_ptr<Group> p2p_;
-  std::shared_ptr<FailureState> state_;
   std::string name_;
-  std::mutex mu_;  // one collective at a time
+  // Every op's lock, checks and failure rule. No deadline of its own: each
+  // step runs on a member group, under that group's op deadline.
+  OpRunner ops_;
   std::vector<char> tmp_, tmp2_;
   std::vector<uint64_t> counts_;  // all_to_allv's counts matrix
   std::vector<size_t> a2a_scratch_;

@@ -3,13 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "collectives/all_to_all.h"
 #include "collectives/exchange.h"
 #include "collectives/mesh.h"
-#include "collectives/op_checks.h"
+#include "collectives/op_runner.h"
 #include "collectives/ring.h"
 #include "collectives/ring_math.h"
 #include "common/affinity.h"
@@ -23,7 +22,11 @@ namespace {
 class NetGroup final : public Group {
  public:
   NetGroup(bool prefer_ring, Network net, bool p2p_only)
-      : net_(std::move(net)), prefer_ring_(prefer_ring), p2p_only_(p2p_only) {
+      : net_(std::move(net)),
+        prefer_ring_(prefer_ring),
+        p2p_only_(p2p_only),
+        ops_(net_.rank, net_.size, who(net_.rank), net_.state,
+             net_.op_timeout) {
     name_ = net_.transport + (prefer_ring_ ? "-ring" : "-mesh");
     if (net_.spin_us >= 0) {
       spin_us_ = net_.spin_us;
@@ -78,28 +81,17 @@ class NetGroup final : public Group {
   }
 
   void all_gather(const void* in, void* out, size_t n) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    const size_t total = n * links_.size;
-    check_ptrs("all_gather", in, n, out, total);
-    char* mine = static_cast<char*>(out) + links_.rank * n;
-    if (ring::overlaps(in, n, out, total) && in != mine) {
-      usage(
-          "all_gather: input overlaps output other than at this rank's "
-          "slot");
-    }
-    if (n == 0) {
-      return;
-    }
-    if (links_.size == 1) {
-      std::memmove(out, in, n);
-      return;
-    }
-    const bool use_ring = prefer_ring_ || (links_.size > kMeshGatherMaxRanks &&
-                                           total > mesh_max_bytes(links_.size));
-    OpContext ctx = make_ctx(OpKind::AllGather, -1, n, use_ring);
-    ctx.desc.streams = static_cast<uint8_t>(streams_);
-    guarded([&] {
+    ops_.run(call::all_gather(in, out, n), [&](const Deadline& dl) {
+      const size_t total = n * links_.size;
+      if (links_.size == 1) {
+        std::memmove(out, in, n);
+        return;
+      }
+      const bool use_ring =
+          prefer_ring_ || (links_.size > kMeshGatherMaxRanks &&
+                           total > mesh_max_bytes(links_.size));
+      OpContext ctx = make_ctx(OpKind::AllGather, -1, n, use_ring, dl);
+      ctx.desc.streams = static_cast<uint8_t>(streams_);
       if (use_ring) {
         ring_->run(ring::Mode::AllGather, ctx, ReduceOp::Sum, -1, in, out, n);
       } else {
@@ -109,21 +101,14 @@ class NetGroup final : public Group {
   }
 
   void sum_scatter(const void* in, void* out, size_t n, int dtype) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    checked_count(ReduceOp::Sum, dtype, n);
-    const size_t total = n * links_.size;
-    check_ptrs("sum_scatter", in, total, out, n);
-    if (n == 0) {
-      return;
-    }
-    if (links_.size == 1) {
-      std::memmove(out, in, n);
-      return;
-    }
-    const bool use_ring = prefer_ring_ || total > mesh_max_bytes(links_.size);
-    OpContext ctx = make_ctx(OpKind::SumScatter, dtype, n, use_ring);
-    guarded([&] {
+    ops_.run(call::sum_scatter(in, out, n, dtype), [&](const Deadline& dl) {
+      const size_t total = n * links_.size;
+      if (links_.size == 1) {
+        std::memmove(out, in, n);
+        return;
+      }
+      const bool use_ring = prefer_ring_ || total > mesh_max_bytes(links_.size);
+      OpContext ctx = make_ctx(OpKind::SumScatter, dtype, n, use_ring, dl);
       if (!use_ring) {
         mesh::sum_scatter(links_, ctx, dtype, in, out, n);
         return;
@@ -144,71 +129,50 @@ class NetGroup final : public Group {
   }
 
   void send(const void* in, size_t n, int dst) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    check_peer("send", dst, "destination");
-    check_ptrs("send", in, n, in, 0);
-    if (n == 0) {
-      return;
-    }
-    OpContext ctx = make_ctx(OpKind::SendRecv, -1, n, false);
-    guarded([&] { mesh::send(links_, ctx, in, n, dst); });
+    ops_.run(call::send(in, n, dst), [&](const Deadline& dl) {
+      check_link("send", dst);
+      OpContext ctx = make_ctx(OpKind::SendRecv, -1, n, false, dl);
+      mesh::send(links_, ctx, in, n, dst);
+    });
   }
 
   void recv(void* out, size_t n, int src) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    check_peer("recv", src, "source");
-    check_ptrs("recv", out, n, out, 0);
-    if (n == 0) {
-      return;
-    }
-    OpContext ctx = make_ctx(OpKind::SendRecv, -1, n, false);
-    guarded([&] { mesh::recv(links_, ctx, out, n, src); });
+    ops_.run(call::recv(out, n, src), [&](const Deadline& dl) {
+      check_link("recv", src);
+      OpContext ctx = make_ctx(OpKind::SendRecv, -1, n, false, dl);
+      mesh::recv(links_, ctx, out, n, src);
+    });
   }
 
   void barrier() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    if (links_.size == 1) {
-      return;
-    }
-    OpContext ctx = make_ctx(OpKind::Barrier, -1, 0, false);
-    guarded([&] { mesh::barrier(links_, ctx); });
+    ops_.run(call::barrier(), [&](const Deadline& dl) {
+      if (links_.size == 1) {
+        return;
+      }
+      OpContext ctx = make_ctx(OpKind::Barrier, -1, 0, false, dl);
+      mesh::barrier(links_, ctx);
+    });
   }
 
   void broadcast(void* buf, size_t n, int root) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    if (root < 0 || root >= links_.size) {
-      usage("broadcast: root " + std::to_string(root) +
-            " is out of range for a group of size " +
-            std::to_string(links_.size));
-    }
-    check_ptrs("broadcast", buf, n, buf, 0);
-    if (n == 0 || links_.size == 1) {
-      return;
-    }
-    OpContext ctx = make_ctx(OpKind::Broadcast, -1, n, false);
-    ctx.desc.aux = static_cast<uint32_t>(root);
-    guarded([&] { mesh::broadcast(links_, ctx, buf, n, root); });
+    ops_.run(call::broadcast(buf, n, root), [&](const Deadline& dl) {
+      if (links_.size == 1) {
+        return;
+      }
+      OpContext ctx = make_ctx(OpKind::Broadcast, -1, n, false, dl);
+      ctx.desc.aux = static_cast<uint32_t>(root);
+      mesh::broadcast(links_, ctx, buf, n, root);
+    });
   }
 
   void all_to_all(const void* in, void* out, size_t n) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    const size_t total = n * static_cast<size_t>(links_.size);
-    a2a::check_buffers(who(links_.rank), "all_to_all", in, total, out, total);
-    if (n == 0) {
-      return;
-    }
-    if (links_.size == 1) {
-      std::memcpy(out, in, n);
-      return;
-    }
-    OpContext ctx = make_ctx(OpKind::AllToAll, -1, n, false);
-    ctx.desc.streams = static_cast<uint8_t>(streams_);
-    guarded([&] {
+    ops_.run(call::all_to_all(in, out, n), [&](const Deadline& dl) {
+      if (links_.size == 1) {
+        std::memcpy(out, in, n);
+        return;
+      }
+      OpContext ctx = make_ctx(OpKind::AllToAll, -1, n, false, dl);
+      ctx.desc.streams = static_cast<uint8_t>(streams_);
       a2a::all_to_all(links_, ctx, static_cast<const char*>(in),
                       static_cast<char*>(out), n);
     });
@@ -216,28 +180,69 @@ class NetGroup final : public Group {
 
   void all_to_allv(const void* in, std::span<const size_t> send, void* out,
                    std::span<const size_t> recv) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
+    ops_.run(call::all_to_allv(in, send, out, recv), [&](const Deadline& dl) {
+      all_to_allv_body(static_cast<const char*>(in), send,
+                       static_cast<char*>(out), recv, dl);
+    });
+  }
+
+  // The hierarchical group's cross-host pairs (net_exchange).
+  void exchange(OpKind kind, uint64_t n_bytes,
+                std::span<const a2a::Block> blocks) {
+    const OpCall c{.kind = kind, .name = op_kind_name(kind), .internal = true};
+    ops_.run(c, [&](const Deadline& dl) {
+      for (const a2a::Block& b : blocks) {
+        check_peer_rank(links_.rank, links_.size, c.name, b.peer, "peer",
+                        who(links_.rank));
+        check_link(c.name, b.peer);
+      }
+      OpContext ctx = make_ctx(kind, -1, n_bytes, false, dl, /*internal=*/true);
+      ctx.desc.streams = static_cast<uint8_t>(streams_);
+      a2a::exchange(links_, ctx, blocks);
+    });
+  }
+
+ private:
+  void all_reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
+                  int dtype) {
+    ops_.run(
+        call::all_reduce(kind, in, out, n, dtype), [&](const Deadline& dl) {
+          if (links_.size == 1) {
+            if (in != out) {
+              std::memcpy(out, in, n);
+            }
+            return;
+          }
+          const bool use_ring = prefer_ring_ || n > mesh_max_bytes(links_.size);
+          OpContext ctx = make_ctx(kind, dtype, n, use_ring, dl);
+          if (use_ring) {
+            ring_->run(ring::Mode::AllReduce, ctx, op, dtype, in, out, n);
+          } else {
+            mesh::all_reduce(links_, ctx, op, dtype, in, out, n);
+          }
+        });
+  }
+
+  void all_to_allv_body(const char* src, std::span<const size_t> send,
+                        char* dst, std::span<const size_t> recv,
+                        const Deadline& dl) {
     const int n = links_.size;
     const int r = links_.rank;
-    a2a::check_v_args(who(r), n, in, send, out, recv);
     // The counts matrix: every rank's row, gathered over the mesh.
     const size_t row = 2 * static_cast<size_t>(n);
     counts_.resize(row * static_cast<size_t>(n));
     uint64_t* mine = counts_.data() + static_cast<size_t>(r) * row;
     a2a::fill_row(send, recv, mine);
     OpContext ctx =
-        make_ctx(OpKind::AllToAllv, -1, row * sizeof(uint64_t), false);
+        make_ctx(OpKind::AllToAllv, -1, row * sizeof(uint64_t), false, dl);
     if (n > 1) {
-      guarded([&] {
-        mesh::all_gather(links_, ctx, mine, counts_.data(),
-                         row * sizeof(uint64_t));
-      });
+      mesh::all_gather(links_, ctx, mine, counts_.data(),
+                       row * sizeof(uint64_t));
     }
     const a2a::Counts c{counts_.data(), n};
-    a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
-    const char* src = static_cast<const char*>(in);
-    char* dst = static_cast<char*>(out);
+    ops_.agreed([&] {
+      a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
+    });
     a2a::offsets_of(send, soff_);
     a2a::offsets_of(recv, roff_);
     const auto ur = static_cast<size_t>(r);
@@ -259,51 +264,11 @@ class NetGroup final : public Group {
       blocks_.push_back(
           {static_cast<int>(from), nullptr, 0, dst + roff_[from], recv[from]});
     }
-    guarded([&] { a2a::exchange(links_, ctx, blocks_); });
-  }
-
-  // The hierarchical group's cross-host pairs (net_exchange).
-  void exchange(OpKind kind, uint64_t n_bytes,
-                std::span<const a2a::Block> blocks) {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    for (const a2a::Block& b : blocks) {
-      check_peer(op_kind_name(kind), b.peer, "peer");
-    }
-    OpContext ctx = make_ctx(kind, -1, n_bytes, false, /*internal=*/true);
-    ctx.desc.streams = static_cast<uint8_t>(streams_);
-    guarded([&] { a2a::exchange(links_, ctx, blocks); });
-  }
-
- private:
-  void all_reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
-                  int dtype) {
-    std::lock_guard<std::mutex> lock(mu_);
-    net_.state->throw_if_failed();
-    checked_count(op, dtype, n);
-    check_reduce_buffers(who(links_.rank), op_kind_name(kind), in, out, n);
-    if (n == 0) {
-      return;
-    }
-    if (links_.size == 1) {
-      if (in != out) {
-        std::memcpy(out, in, n);
-      }
-      return;
-    }
-    const bool use_ring = prefer_ring_ || n > mesh_max_bytes(links_.size);
-    OpContext ctx = make_ctx(kind, dtype, n, use_ring);
-    guarded([&] {
-      if (use_ring) {
-        ring_->run(ring::Mode::AllReduce, ctx, op, dtype, in, out, n);
-      } else {
-        mesh::all_reduce(links_, ctx, op, dtype, in, out, n);
-      }
-    });
+    a2a::exchange(links_, ctx, blocks_);
   }
 
   OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring,
-                     bool internal = false) const {
+                     const Deadline& dl, bool internal = false) const {
     if (p2p_only_ && kind != OpKind::SendRecv && !internal) {
       raise(ErrorKind::Internal,
             std::string(op_kind_name(kind)) + " on a send/recv-only group",
@@ -319,26 +284,10 @@ class NetGroup final : public Group {
     ctx.desc.algo = use_ring ? Algo::Ring : Algo::Mesh;
     ctx.desc.streams =
         use_ring ? static_cast<uint8_t>(ring_->wires()) : uint8_t{1};
-    ctx.deadline = Deadline::after(net_.op_timeout);
+    ctx.deadline = dl;
     ctx.state = net_.state.get();
     ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
     return ctx;
-  }
-
-  // Runs an op; any failure poisons the group, and the group's first
-  // failure is what the caller sees.
-  template <class F>
-  void guarded(F&& body) {
-    try {
-      body();
-    } catch (...) {
-      net_.state->fail(std::current_exception());
-      std::rethrow_exception(net_.state->error());
-    }
-  }
-
-  [[noreturn]] void usage(const std::string& what) const {
-    raise(ErrorKind::Usage, what, {.rank = who(links_.rank)});
   }
 
   int who(int member) const {
@@ -346,19 +295,14 @@ class NetGroup final : public Group {
                               : net_.names[static_cast<size_t>(member)];
   }
 
-  void check_peer(const char* op, int peer, const char* role) const {
-    check_peer_rank(links_.rank, links_.size, op, peer, role);
+  // A send/recv-only group has no wires to some peers.
+  void check_link(const char* op, int peer) const {
     if (links_.wires[static_cast<size_t>(peer)].empty()) {
       raise(ErrorKind::Internal,
-            std::string(op) + ": no " + net_.transport + " link to rank " +
-                std::to_string(who(peer)),
+            std::string(op) + ": no " + net_.transport + " link to " +
+                rank_ref(who(peer)),
             {.rank = who(links_.rank), .peer = who(peer)});
     }
-  }
-
-  void check_ptrs(const char* op, const void* in, size_t n_in, const void* out,
-                  size_t n_out) const {
-    check_buffers(who(links_.rank), op, in, n_in, out, n_out);
   }
 
   Network net_;
@@ -368,7 +312,7 @@ class NetGroup final : public Group {
   // Small ops poll briefly before sleeping, unless the group could
   // outnumber the CPUs this rank may use (then spinning steals a peer's).
   int spin_us_ = allowed_cpu_count() >= net_.size ? 20 : 0;
-  std::mutex mu_;
+  OpRunner ops_;  // every op's lock, checks, deadline and failure rule
   Links links_;
   std::vector<char> tmp_;
   size_t streams_ = 1;            // wires per pair (all_to_all headers)

@@ -95,8 +95,8 @@ struct RingEngine::Stream {
   char* rs(int t) const {
     return rsbase + static_cast<size_t>(rsdouble ? (t & 1) : t) * rsstride;
   }
-  WireHeader sh{};
-  WireHeader rh{};
+  OpHeader sh{};
+  OpHeader rh{};
   Msg hs;  // header out
   Msg hr;  // header in
   bool checked = false;

@@ -28,11 +28,11 @@
 #include <cstring>
 
 #include "collectives/all_to_all.h"
-#include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 
@@ -69,24 +69,6 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
     cached_copy(dst, src, n);
 }
 
-// Runs body; a failure other than a usage error becomes the group's
-// failure (the first one wins), as in ShmGroup::guarded.
-template <class F>
-void poisoning(FailureState& st, int rank, const char* what, F&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Usage) {
-      st.fail(std::current_exception());
-      st.throw_if_failed();
-    }
-    throw;
-  } catch (...) {
-    st.fail(std::current_exception());
-    rethrow_as_error(st.error(), ErrorKind::Internal, what, {.rank = rank});
-  }
-}
-
 }  // namespace
 
 void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
@@ -109,7 +91,7 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
             : ShmWay{};
   const uint64_t t0 = now_ns();
   for (size_t k = 0; k < rounds; ++k) {
-    char* mine = slot(rank_, step_ + 1);
+    char* mine = slot(rank_, steps() + 1);
     for (size_t q = 0; q < P; ++q) {
       const a2a::Part p = a2a::round_part(send[q], window, k);
       if (q != r && p.len != 0)
@@ -122,7 +104,7 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
       const a2a::Part p = a2a::round_part(recv[q], window, k);
       if (p.len != 0)
         copy_with(out + roff[q] + p.off,
-                  slot(static_cast<int>(q), step_) + r * window, p.len,
+                  slot(static_cast<int>(q), steps()) + r * window, p.len,
                   way.stream_out);
     }
   }
@@ -139,7 +121,7 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   // here instead of reading the wrong process); then the verdicts.
   probe_word_ = now_ns() ^ (static_cast<uint64_t>(rank_ + 1) << 48) ^
                 reinterpret_cast<uintptr_t>(this);
-  std::memcpy(slot(rank_, step_ + 1), &probe_word_, sizeof(probe_word_));
+  std::memcpy(slot(rank_, steps() + 1), &probe_word_, sizeof(probe_word_));
   ShmStepDesc p = d;
   p.aux = static_cast<int32_t>(::getpid());
   p.addr = reinterpret_cast<uintptr_t>(&probe_word_);
@@ -148,9 +130,9 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_)
       continue;
-    const ShmStepDesc& o = ctl(q).desc[step_ & 1];
+    const ShmStepDesc& o = ch_.announced(q);
     uint64_t got = 0, want = 0;
-    std::memcpy(&want, slot(q, step_), sizeof(want));
+    std::memcpy(&want, slot(q, steps()), sizeof(want));
     const int err = read_peer(static_cast<pid_t>(o.aux), o.addr,
                               reinterpret_cast<char*>(&got), sizeof(got));
     if (err != 0 || got != want) {
@@ -162,10 +144,10 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   // Whether ranks outnumber cores is part of the verdict, so that every
   // rank takes the same way even if they counted cores differently.
   ShmStepDesc v = d;
-  v.aux = ok && !oversubscribed_;
+  v.aux = ok && !ch_.oversubscribed();
   step(v);
   for (int q = 0; q < size_; ++q)
-    ok = ok && ctl(q).desc[step_ & 1].aux == 1;
+    ok = ok && ch_.announced(q).aux == 1;
   direct_ = ok;
   if (!ok && whom >= 0) {
     JACCL_LOG(Info, "rank "
@@ -193,13 +175,13 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
     const auto uq = static_cast<size_t>(q);
     if (recv[uq] == 0)
       continue;
-    const ShmStepDesc& o = ctl(q).desc[step_ & 1];
+    const ShmStepDesc& o = ch_.announced(q);
     const int err = read_peer(static_cast<pid_t>(o.aux), o.addr + peer_off[uq],
                               out + roff[uq], recv[uq]);
     if (err != 0) {
       raise(ErrorKind::Io,
-            std::string(op_text(d.op)) + ": reading rank " +
-                std::to_string(who(q)) + "'s block failed (process_vm_readv)",
+            std::string(op_kind_name(d.op)) + ": reading " + rank_ref(who(q)) +
+                "'s block failed (process_vm_readv)",
             {.rank = who(rank_), .peer = who(q), .sys_errno = err});
     }
   }
@@ -207,13 +189,13 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
 }
 
 void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
+  ops_.run(call::all_to_all(in, out, n), [&](const Deadline&) {
+    a2a_fixed(static_cast<const char*>(in), static_cast<char*>(out), n);
+  });
+}
+
+void ShmGroup::a2a_fixed(const char* src, char* dst, size_t n) {
   const auto P = static_cast<size_t>(size_);
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  a2a::check_buffers(who(rank_), "all_to_all", in, n * P, out, n * P);
-  if (n == 0)
-    return;  // op_checks.h: zero bytes meet no peer
-  deadline_ = Deadline::after(op_timeout_);
   a2a_scratch_.resize(3 * P);
   size_t* counts = a2a_scratch_.data();
   size_t* offs = counts + P;
@@ -223,24 +205,24 @@ void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
     offs[q] = q * n;
     peer_off[q] = static_cast<size_t>(rank_) * n;
   }
-  const char* src = static_cast<const char*>(in);
-  char* dst = static_cast<char*>(out);
-  poisoning(*state_, who(rank_), "all_to_all", [&] {
-    const ShmStepDesc d{kAllToAll, -1, n, 0, 0, 0};
-    if (n >= kDirectBytes && P > 1 && a2a_direct_ok(d))
-      a2a_direct(d, src, counts, offs, dst, counts, offs, peer_off);
-    else
-      a2a_rounds(d, src, counts, offs, dst, counts, offs, n, n * P);
-  });
+  const ShmStepDesc d{OpKind::AllToAll, -1, n, 0, 0, 0};
+  if (n >= kDirectBytes && P > 1 && a2a_direct_ok(d))
+    a2a_direct(d, src, counts, offs, dst, counts, offs, peer_off);
+  else
+    a2a_rounds(d, src, counts, offs, dst, counts, offs, n, n * P);
 }
 
 void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
                            void* out, std::span<const size_t> recv) {
+  ops_.run(call::all_to_allv(in, send, out, recv), [&](const Deadline&) {
+    a2a_varying(static_cast<const char*>(in), send, static_cast<char*>(out),
+                recv);
+  });
+}
+
+void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
+                           char* dst, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size_);
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  a2a::check_v_args(who(rank_), size_, in, send, out, recv);
-  deadline_ = Deadline::after(op_timeout_);
   const size_t row = 2 * P;
   if (row * sizeof(uint64_t) > layout_.slot_bytes) {
     raise(ErrorKind::Internal,
@@ -250,17 +232,17 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
   }
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
-  poisoning(*state_, who(rank_), "all_to_allv", [&] {
-    a2a::fill_row(send, recv,
-                  reinterpret_cast<uint64_t*>(slot(rank_, step_ + 1)));
-    step(ShmStepDesc{kAllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
-    for (size_t q = 0; q < P; ++q) {
-      std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), step_),
-                  row * sizeof(uint64_t));
-    }
-  });
+  a2a::fill_row(send, recv,
+                reinterpret_cast<uint64_t*>(slot(rank_, steps() + 1)));
+  step(ShmStepDesc{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
+  for (size_t q = 0; q < P; ++q) {
+    std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), steps()),
+                row * sizeof(uint64_t));
+  }
   const a2a::Counts c{counts_.data(), size_};
-  a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
+  ops_.agreed([&] {
+    a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
+  });
   a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
@@ -275,16 +257,12 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
       peer_off[q] += c.sends(static_cast<int>(q), j);
   }
   const uint64_t total = c.total();
-  const char* src = static_cast<const char*>(in);
-  char* dst = static_cast<char*>(out);
-  poisoning(*state_, who(rank_), "all_to_allv", [&] {
-    const ShmStepDesc d{kAllToAllv, -1, total, 0, 0, 0};
-    if (c.largest() >= kDirectBytes && P > 1 && a2a_direct_ok(d))
-      a2a_direct(d, src, send.data(), soff, dst, recv.data(), roff, peer_off);
-    else
-      a2a_rounds(d, src, send.data(), soff, dst, recv.data(), roff, c.largest(),
-                 static_cast<size_t>(total));
-  });
+  const ShmStepDesc d{OpKind::AllToAllv, -1, total, 0, 0, 0};
+  if (c.largest() >= kDirectBytes && P > 1 && a2a_direct_ok(d))
+    a2a_direct(d, src, send.data(), soff, dst, recv.data(), roff, peer_off);
+  else
+    a2a_rounds(d, src, send.data(), soff, dst, recv.data(), roff, c.largest(),
+               static_cast<size_t>(total));
 }
 
 }  // namespace jaccl::detail

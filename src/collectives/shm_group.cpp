@@ -9,24 +9,19 @@
 #include <sstream>
 #include <string>
 
-#include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
-#include "collectives/shm_copy.h"
 #include "common/affinity.h"
 #include "common/cache_info.h"
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "transport/shm_copy.h"
 
 namespace jaccl::detail {
 
 namespace {
 
-constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
 constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
-// A rank that finds itself on the CPU of a rank it waits for moves off it
-// at most once per this many sync steps (ShmGroup::wait_mode).
-constexpr uint64_t kMoveEverySteps = 1024;
 // all_gather may read peers' inputs directly (process_vm_readv) from here:
 // below, the system call and the page pinning cost more than a copy.
 constexpr size_t kDirectGatherBytes = 64 * 1024;
@@ -42,10 +37,6 @@ constexpr size_t kDirectGatherBytes = 64 * 1024;
 constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
 // The pipeline's three jobs advance in pieces of about this size.
 constexpr size_t kPieceBytes = 32 * 1024;
-
-size_t chunk_for_cache() {
-  return std::clamp<size_t>(l2_cache_bytes(), 256 * 1024, 1024 * 1024);
-}
 
 // Last-level cache, only for the first guess of the copy-out strategy
 // (the choice itself is measured: shm_strategy.h).
@@ -69,192 +60,42 @@ ShmStrategy guess_of(bool stream) {
   return stream ? ShmStrategy::Stream : ShmStrategy::Cached;
 }
 
-struct P2pHeader {
-  uint64_t magic;
-  uint64_t n_bytes;
-};
+// Slice r of a chunk of len bytes split N ways on 64-byte boundaries (which
+// are multiples of every element size). Later slices may be empty.
+void slice_of(size_t len, int n, int r, size_t* off, size_t* bytes) {
+  size_t q = ShmLayout::align((len + n - 1) / n, 64);
+  size_t begin = std::min(len, q * static_cast<size_t>(r));
+  size_t end = std::min(len, begin + q);
+  *off = begin;
+  *bytes = end - begin;
+}
 
 }  // namespace
 
-const char* ShmGroup::op_text(uint32_t op) {
-  switch (op) {
-    case kAllSum:
-      return "all_sum";
-    case kAllMax:
-      return "all_max";
-    case kAllMin:
-      return "all_min";
-    case kAllGather:
-      return "all_gather";
-    case kSumScatter:
-      return "sum_scatter";
-    case kBarrier:
-      return "barrier";
-    case kBroadcast:
-      return "broadcast";
-    case kAllToAll:
-      return "all_to_all";
-    case kAllToAllv:
-      return "all_to_allv";
-  }
-  return "unknown op";
+uint64_t ShmGroup::default_chunk_bytes() {
+  return std::clamp<size_t>(l2_cache_bytes(), 256 * 1024, 1024 * 1024);
 }
 
-void ShmGroup::init_segment(char* base, const ShmLayout& layout,
-                            ShmStrategy strategy) {
-  std::memset(base, 0, layout.slots_off());
-  for (int from = 0; from < layout.nranks; ++from) {
-    for (int to = 0; to < layout.nranks; ++to) {
-      new (base + layout.ring_ctl_off(from, to)) RingCtl();
-    }
-  }
-  auto* h = new (base) ShmHeader();
-  h->magic = kShmMagic;
-  h->nranks = static_cast<uint32_t>(layout.nranks);
-  h->strategy = static_cast<uint32_t>(strategy);
-  h->slot_bytes = layout.slot_bytes;
-  h->ring_bytes = layout.ring_bytes;
-  // Chosen once, here, so that every rank stages the same chunks.
-  h->chunk_bytes = chunk_for_cache();
-  new (base + layout.wake_off()) WakeWord();
-  for (int r = 0; r < layout.nranks; ++r) {
-    new (base + layout.ctl_off(r)) RankCtl();
-  }
-}
-
-ShmGroup::ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
-                   ShmLayout layout, std::shared_ptr<FailureState> state,
-                   Millis op_timeout, std::shared_ptr<void> keepalive)
-    : rank_(rank),
-      size_(size),
-      names_(std::move(names)),
-      seg_(std::move(seg)),
-      layout_(layout),
-      base_(seg_.data()),
-      state_(std::move(state)),
-      op_timeout_(op_timeout),
-      keepalive_(std::move(keepalive)),
-      oversubscribed_(size > allowed_cpu_count()),
-      chunk_bytes_(std::min(layout_.slot_bytes, oversubscribed_
-                                                    ? kOversubscribedChunkBytes
-                                                    : header_chunk()) /
-                   64 * 64),
+ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
+    : ch_(std::move(ch)),
+      rank_(ch_.rank()),
+      size_(ch_.size()),
+      layout_(ch_.layout()),
+      ops_(rank_, size_, who(rank_), ch_.shared_state(), op_timeout),
+      chunk_bytes_(
+          std::min<size_t>(layout_.slot_bytes, ch_.oversubscribed()
+                                                   ? kOversubscribedChunkBytes
+                                                   : ch_.header().chunk_bytes) /
+          64 * 64),
       llc_bytes_(llc_bytes()),
-      tuner_(static_cast<ShmStrategy>(
-          reinterpret_cast<const ShmHeader*>(base_)->strategy)) {}
+      tuner_(static_cast<ShmStrategy>(ch_.header().strategy)) {}
 
 ShmGroup::~ShmGroup() = default;
 
-void ShmGroup::check_alive(const Deadline& dl, const char* waiting_for) {
-  state_->throw_if_failed();
-  if (dl.expired()) {
-    raise(ErrorKind::Timeout,
-          std::string("timed out after ") + format_duration(dl.total()) +
-              " waiting for " + waiting_for,
-          {.rank = who(rank_), .address = "shared memory"});
-  }
-}
-
-template <class F>
-void ShmGroup::guarded(const char* what, F&& body) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_->throw_if_failed();
-  deadline_ = Deadline::after(op_timeout_);
-  try {
-    body();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Usage) {
-      state_->fail(std::current_exception());
-      state_->throw_if_failed();  // the first failure wins
-    }
-    throw;
-  } catch (...) {
-    state_->fail(std::current_exception());
-    rethrow_as_error(state_->error(), ErrorKind::Internal, what,
-                     {.rank = who(rank_)});
-  }
-}
-
-WaitMode ShmGroup::wait_mode(int peer) {
-  if (oversubscribed_)
-    return WaitMode::kYield;
-  const int me = ::sched_getcpu();
-  if (me < 0)
-    return WaitMode::kSpin;
-  int lowest = -1;  // the lowest rank waited for that last ran on this CPU
-  for (int q = 0; q < size_ && lowest < 0; ++q) {
-    const bool waited =
-        peer >= 0 ? q == peer
-                  : q != rank_ &&
-                        ctl(q).arrive.load(std::memory_order_relaxed) < step_;
-    if (waited && ctl(q).cpu.load(std::memory_order_relaxed) == me)
-      lowest = q;
-  }
-  if (lowest < 0)
-    return WaitMode::kSpin;
-  // Two ranks on one CPU both see it; only the higher one moves, and only
-  // now and then, so that a mask of one CPU or a scheduler that keeps them
-  // together costs a system call per many steps, not per poll.
-  if (rank_ > lowest && step_ >= next_move_step_) {
-    next_move_step_ = step_ + kMoveEverySteps;
-    if (move_off_this_cpu()) {
-      ++cpu_moves_;
-      note_cpu();
-      JACCL_LOG(Debug, "rank " << who(rank_) << ": shared CPU " << me
-                               << " with rank " << who(lowest)
-                               << ", moved to CPU " << ::sched_getcpu());
-      return WaitMode::kSpin;
-    }
-  }
-  return WaitMode::kYield;
-}
-
 void ShmGroup::step(const ShmStepDesc& d) {
-  ++step_;
-  const uint64_t s = step_;
-  RankCtl& me = ctl(rank_);
-  me.desc[s & 1] = d;
-  me.desc[s & 1].report = tuner_.take_report();
-  note_cpu();
-  me.arrive.store(s, std::memory_order_release);
-  wake().bump();
-  auto ready = [&] {
-    for (int q = 0; q < size_; ++q) {
-      if (ctl(q).arrive.load(std::memory_order_acquire) < s)
-        return false;
-    }
-    return true;
-  };
-  wait(ready, [&] {
-    state_->throw_if_failed();
-    if (deadline_.expired()) {
-      std::vector<int> missing;
-      for (int q = 0; q < size_; ++q) {
-        if (ctl(q).arrive.load(std::memory_order_acquire) < s)
-          missing.push_back(who(q));
-      }
-      raise(ErrorKind::Timeout,
-            std::string(op_text(d.op)) + " timed out after " +
-                format_duration(deadline_.total()) + " waiting for " +
-                ranks_phrase(missing),
-            {.rank = who(rank_), .address = "shared memory"});
-    }
-  });
-  uint64_t slowest = 0;
-  for (int q = 0; q < size_; ++q) {
-    const ShmStepDesc& o = ctl(q).desc[s & 1];
-    slowest = std::max(slowest, o.report);
-    if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
-        o.root != d.root) {
-      std::ostringstream msg;
-      msg << "ranks disagree: this rank called " << op_text(d.op)
-          << "(n_bytes=" << d.n_bytes << ", dtype=" << d.dtype << ") but rank "
-          << who(q) << " called " << op_text(o.op) << "(n_bytes=" << o.n_bytes
-          << ", dtype=" << o.dtype << ")";
-      raise(ErrorKind::Protocol, msg.str(),
-            {.rank = who(rank_), .peer = who(q)});
-    }
-  }
+  ShmStepDesc mine = d;
+  mine.report = tuner_.take_report();
+  const uint64_t slowest = ch_.step(mine, ops_.deadline());
   if (tuner_.reported()) {
     tuner_.absorb(slowest);
     log_decision();
@@ -280,14 +121,10 @@ void ShmGroup::log_decision() const {
   JACCL_LOG(Debug, msg.str());
 }
 
-void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
+void ShmGroup::reduce(ReduceOp op, OpKind kind, const void* in, void* out,
                       size_t n, int dtype) {
-  guarded(op_text(code), [&] {
-    checked_count(op, dtype, n);
-    check_reduce_buffers(who(rank_), op_text(code), in, out, n);
-    if (n == 0)
-      return;
-    ShmStepDesc d{code, dtype, n, 0, 0, 0};
+  ops_.run(call::all_reduce(kind, in, out, n, dtype), [&](const Deadline&) {
+    ShmStepDesc d{kind, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
       if (in != out)
@@ -296,11 +133,11 @@ void ShmGroup::reduce(ReduceOp op, uint32_t code, const void* in, void* out,
       return;
     }
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
-      cached_copy(slot(rank_, step_ + 1), in, n);
+      cached_copy(slot(rank_, steps() + 1), in, n);
       step(d);
-      cached_copy(out, slot(0, step_), n);
+      cached_copy(out, slot(0, steps()), n);
       for (int q = 1; q < size_; ++q) {
-        reduce_into(op, dtype, out, slot(q, step_), n / esz);
+        reduce_into(op, dtype, out, slot(q, steps()), n / esz);
       }
       return;
     }
@@ -345,10 +182,10 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
     slice_of(lr, size_, rank_, &rso, &rsb);
     const size_t stage_total = ls - ssb;
     const char* stage_from = ls != 0 ? src + k * chunk : nullptr;
-    char* stage_to = slot(rank_, step_ + 1);
+    char* stage_to = slot(rank_, steps() + 1);
     const char* own = lr != 0 ? src + (k - 1) * chunk + rso : nullptr;
-    char* res = result(step_ + 1) + rso;
-    const char* out_from = result(step_);
+    char* res = result(steps() + 1) + rso;
+    const char* out_from = result(steps());
     char* out_to = lc != 0 ? dst + (k - 2) * chunk : nullptr;
     const size_t parts =
         std::max<size_t>(1, std::max({ls, lr, lc}) / kPieceBytes);
@@ -369,7 +206,7 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
       b = piece_bound(rsb, j + 1, parts);
       if (b > a) {
         auto part = [&](int q) -> const char* {
-          return q == rank_ ? own + a : slot(q, step_) + rso + a;
+          return q == rank_ ? own + a : slot(q, steps()) + rso + a;
         };
         reduce3(op, dtype, res + a, part(0), part(1), (b - a) / esz);
         for (int q = 2; q < size_; ++q)
@@ -387,30 +224,20 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
 }
 
 void ShmGroup::all_sum(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Sum, kAllSum, in, out, n, dtype);
+  reduce(ReduceOp::Sum, OpKind::AllSum, in, out, n, dtype);
 }
 void ShmGroup::all_max(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Max, kAllMax, in, out, n, dtype);
+  reduce(ReduceOp::Max, OpKind::AllMax, in, out, n, dtype);
 }
 void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Min, kAllMin, in, out, n, dtype);
+  reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
 }
 
 void ShmGroup::all_gather(const void* in, void* out, size_t n) {
-  guarded("all_gather", [&] {
-    const size_t total = n * static_cast<size_t>(size_);
-    check_buffers(who(rank_), "all_gather", in, n, out, total);
+  ops_.run(call::all_gather(in, out, n), [&](const Deadline&) {
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    if (ring::overlaps(in, n, out, total) &&
-        src != dst + static_cast<size_t>(rank_) * n) {
-      raise_usage(who(rank_),
-                  "all_gather: input overlaps output other than at this "
-                  "rank's slot");
-    }
-    if (n == 0)
-      return;
-    ShmStepDesc d{kAllGather, -1, n, 0, 0, 0};
+    ShmStepDesc d{OpKind::AllGather, -1, n, 0, 0, 0};
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
@@ -436,7 +263,7 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     const size_t chunk = stream ? chunk_bytes_ : layout_.slot_bytes;
     for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
-      copy_with(slot(rank_, step_ + 1), src + off, len, way.stream_stage);
+      copy_with(slot(rank_, steps() + 1), src + off, len, way.stream_stage);
       step(d);
       for (int q = 0; q < size_; ++q) {
         // This rank's block from its input, not from its slot: reading the
@@ -444,7 +271,7 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
         // slower too (a replay of this loop on the 2026-12-01 VM, 512 KiB a
         // rank, median of 5: 6.4 GB/s from the slot, 10.5 from the input).
         char* to = dst + static_cast<size_t>(q) * n + off;
-        const char* from = q == rank_ ? src + off : slot(q, step_);
+        const char* from = q == rank_ ? src + off : slot(q, steps());
         if (to != from)
           copy_with(to, from, len, stream);
       }
@@ -473,13 +300,9 @@ void ShmGroup::gather_direct(const ShmStepDesc& d, const char* src, char* dst,
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
-  guarded("sum_scatter", [&] {
-    checked_count(ReduceOp::Sum, dtype, n);
+  ops_.run(call::sum_scatter(in, out, n, dtype), [&](const Deadline&) {
     const size_t P = static_cast<size_t>(size_);
-    check_buffers(who(rank_), "sum_scatter", in, n * P, out, n);
-    if (n == 0)
-      return;
-    ShmStepDesc d{kSumScatter, dtype, n, 0, 0, 0};
+    ShmStepDesc d{OpKind::SumScatter, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
@@ -487,19 +310,19 @@ void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
         std::max<size_t>(layout_.slot_bytes / P / 64 * 64, 64);
     for (size_t off = 0; off < n; off += window) {
       size_t len = std::min(window, n - off);
-      char* mine = slot(rank_, step_ + 1);
+      char* mine = slot(rank_, steps() + 1);
       for (size_t q = 0; q < P; ++q) {
         cached_copy(mine + q * window, src + q * n + off, len);
       }
       step(d);
       const size_t at = static_cast<size_t>(rank_) * window;
       if (size_ == 1) {
-        cached_copy(dst + off, slot(0, step_) + at, len);
+        cached_copy(dst + off, slot(0, steps()) + at, len);
       } else {
-        reduce3(ReduceOp::Sum, dtype, dst + off, slot(0, step_) + at,
-                slot(1, step_) + at, len / esz);
+        reduce3(ReduceOp::Sum, dtype, dst + off, slot(0, steps()) + at,
+                slot(1, steps()) + at, len / esz);
         for (int q = 2; q < size_; ++q) {
-          reduce_into(ReduceOp::Sum, dtype, dst + off, slot(q, step_) + at,
+          reduce_into(ReduceOp::Sum, dtype, dst + off, slot(q, steps()) + at,
                       len / esz);
         }
       }
@@ -508,16 +331,8 @@ void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {
 }
 
 void ShmGroup::broadcast(void* buf, size_t n, int root) {
-  guarded("broadcast", [&] {
-    if (root < 0 || root >= size_) {
-      raise_usage(who(rank_), "broadcast: root " + std::to_string(root) +
-                                  " is out of range for a group of size " +
-                                  std::to_string(size_));
-    }
-    check_buffers(who(rank_), "broadcast", buf, n, buf, n);
-    if (n == 0)
-      return;
-    ShmStepDesc d{kBroadcast, -1, n, root, 0, 0};
+  ops_.run(call::broadcast(buf, n, root), [&](const Deadline&) {
+    ShmStepDesc d{OpKind::Broadcast, -1, n, root, 0, 0};
     char* p = static_cast<char*>(buf);
     const size_t chunk = chunk_bytes_;
     const bool large = n > kSmallBytes;
@@ -528,10 +343,10 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
     for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
       if (rank_ == root)
-        copy_with(slot(rank_, step_ + 1), p + off, len, way.stream_stage);
+        copy_with(slot(rank_, steps() + 1), p + off, len, way.stream_stage);
       step(d);
       if (rank_ != root)
-        copy_with(p + off, slot(root, step_), len, way.stream_out);
+        copy_with(p + off, slot(root, steps()), len, way.stream_out);
     }
     if (large)
       tuner_.finish(now_ns() - t0);
@@ -539,102 +354,19 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
 }
 
 void ShmGroup::barrier() {
-  guarded("barrier", [&] { step(ShmStepDesc{kBarrier, -1, 0, 0, 0, 0}); });
+  ops_.run(call::barrier(), [&](const Deadline&) {
+    step(ShmStepDesc{OpKind::Barrier, -1, 0, 0, 0, 0});
+  });
 }
 
 void ShmGroup::send(const void* in, size_t n, int dst) {
-  guarded("send", [&] {
-    check_peer_rank(rank_, size_, "send", dst, "destination");
-    check_buffers(who(rank_), "send", in, n, in, 0);
-    if (n == 0)
-      return;
-    note_cpu();
-    RingCtl& rc = ring(rank_, dst);
-    char* data = ring_data(rank_, dst);
-    const size_t cap = layout_.ring_bytes;
-    P2pHeader h{kP2pMagic, n};
-    auto put = [&](const char* p, size_t len) {
-      uint64_t head = rc.head.load(std::memory_order_relaxed);
-      size_t done = 0;
-      while (done < len) {
-        uint64_t tail = 0;
-        wait(
-            [&] {
-              tail = rc.tail.load(std::memory_order_acquire);
-              return head - tail < cap;
-            },
-            [&] {
-              check_alive(
-                  deadline_,
-                  ("rank " + std::to_string(who(dst)) + " to receive").c_str());
-            },
-            dst);
-        size_t room = cap - (head - tail);
-        size_t at = head % cap;
-        size_t k = std::min({len - done, room, cap - at});
-        cached_copy(data + at, p + done, k);
-        done += k;
-        head += k;
-        rc.head.store(head, std::memory_order_release);
-        wake().bump();
-      }
-    };
-    put(reinterpret_cast<const char*>(&h), sizeof(h));
-    put(static_cast<const char*>(in), n);
-  });
+  ops_.run(call::send(in, n, dst),
+           [&](const Deadline& dl) { ch_.send(in, n, dst, dl); });
 }
 
 void ShmGroup::recv(void* out, size_t n, int src) {
-  guarded("recv", [&] {
-    check_peer_rank(rank_, size_, "recv", src, "source");
-    check_buffers(who(rank_), "recv", out, n, out, 0);
-    if (n == 0)
-      return;
-    note_cpu();
-    RingCtl& rc = ring(src, rank_);
-    const char* data = ring_data(src, rank_);
-    const size_t cap = layout_.ring_bytes;
-    auto get = [&](char* p, size_t len) {
-      uint64_t tail = rc.tail.load(std::memory_order_relaxed);
-      size_t done = 0;
-      while (done < len) {
-        uint64_t head = 0;
-        wait(
-            [&] {
-              head = rc.head.load(std::memory_order_acquire);
-              return head != tail;
-            },
-            [&] {
-              check_alive(
-                  deadline_,
-                  ("a message from rank " + std::to_string(who(src))).c_str());
-            },
-            src);
-        size_t at = tail % cap;
-        size_t k = std::min({len - done, size_t(head - tail), cap - at});
-        cached_copy(p + done, data + at, k);
-        done += k;
-        tail += k;
-        rc.tail.store(tail, std::memory_order_release);
-        wake().bump();
-      }
-    };
-    P2pHeader h{};
-    get(reinterpret_cast<char*>(&h), sizeof(h));
-    if (h.magic != kP2pMagic) {
-      raise(ErrorKind::Protocol,
-            "corrupt message header from rank " + std::to_string(who(src)),
-            {.rank = who(rank_), .peer = who(src)});
-    }
-    if (h.n_bytes != n) {
-      raise(ErrorKind::Protocol,
-            "rank " + std::to_string(who(src)) + " sent " +
-                std::to_string(h.n_bytes) +
-                " bytes but this rank's recv expects " + std::to_string(n),
-            {.rank = who(rank_), .peer = who(src)});
-    }
-    get(static_cast<char*>(out), n);
-  });
+  ops_.run(call::recv(out, n, src),
+           [&](const Deadline& dl) { ch_.recv(out, n, src, dl); });
 }
 
 }  // namespace jaccl::detail

@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
-// A group whose ranks all share one host: collectives through one shared
-// segment, designed for memory rather than as a pipe under socket
+// A group whose ranks all share one host: collectives through the host's
+// shared-memory channel (transport/shm_channel.h: slots, sync steps,
+// send/recv rings), designed for memory rather than as a pipe under socket
 // algorithms. Small reductions: every rank stages its input and reduces all
 // staged inputs itself (one sync). Large ones: a pipeline over cache-sized
 // chunks (one sync per chunk, double-buffered) in which each rank stages
@@ -9,29 +10,25 @@
 // reach DRAM, whose bandwidth all local ranks share.
 #pragma once
 
-#include <sched.h>
-
-#include <memory>
-#include <mutex>
+#include <cstddef>
+#include <cstdint>
+#include <span>
 #include <vector>
 
-#include "collectives/shm_layout.h"
+#include "collectives/op_runner.h"
 #include "collectives/shm_strategy.h"
 #include "common/reduce.h"
 #include "jaccl/group.h"
-#include "transport/connections.h"
-#include "transport/shm_segment.h"
+#include "transport/shm_channel.h"
 
 namespace jaccl::detail {
 
 class ShmGroup : public Group {
  public:
-  // seg is mapped and initialized (header written by the creator). rank and
-  // size are this group's (the ranks on one host); names[i] is the job rank
-  // of member i, used in every message (empty: member i is rank i).
-  ShmGroup(int rank, int size, std::vector<int> names, ShmSegment seg,
-           ShmLayout layout, std::shared_ptr<FailureState> state,
-           Millis op_timeout, std::shared_ptr<void> keepalive);
+  // ch: this rank's channel over a segment whose creator wrote the
+  // group's strategy (ShmStrategy) and default_chunk_bytes() into the
+  // header; op_timeout: one op's budget (0 = none).
+  ShmGroup(ShmChannel ch, Millis op_timeout);
   ~ShmGroup() override;
 
   int rank() override { return rank_; }
@@ -53,19 +50,17 @@ class ShmGroup : public Group {
   void all_to_allv(const void* in, std::span<const size_t> send_counts,
                    void* out, std::span<const size_t> recv_counts) override;
 
-  // Writes a fresh header into a newly created segment. strategy: how large
-  // ops copy out on every rank of the host (JACCL_SHM_STRATEGY; Auto
-  // measures, see shm_strategy.h). Each rank reads it from the header.
-  static void init_segment(char* base, const ShmLayout& layout,
-                           ShmStrategy strategy = ShmStrategy::Auto);
+  // The chunk large ops stage in, chosen once by the segment's creator
+  // (header) so that every rank stages the same chunks.
+  static uint64_t default_chunk_bytes();
 
   // How often this rank has moved itself off a CPU it shared with a rank
-  // it waited for (wait_mode; tests and logs).
-  int cpu_moves() const { return cpu_moves_; }
+  // it waited for (tests and logs).
+  int cpu_moves() const { return ch_.cpu_moves(); }
 
   // Whether this host's ranks outnumber the CPUs this rank may use (then
   // every wait yields; tests).
-  bool oversubscribed() const { return oversubscribed_; }
+  bool oversubscribed() const { return ch_.oversubscribed(); }
 
   // The copy-out used for large ops of this kind and size from now on
   // (Auto while still measuring).
@@ -74,34 +69,19 @@ class ShmGroup : public Group {
   }
 
  private:
-  enum Op : uint32_t {
-    kAllSum = 1,
-    kAllMax,
-    kAllMin,
-    kAllGather,
-    kSumScatter,
-    kBarrier,
-    kBroadcast,
-    kAllToAll,
-    kAllToAllv
-  };
-  static const char* op_text(uint32_t op);
-
-  void reduce(ReduceOp op, uint32_t code, const void* in, void* out, size_t n,
+  void reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
               int dtype);
   void reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                     char* dst, size_t n, int dtype);
-  // Publishes d for the next step, arrives, waits for every rank, and checks
-  // that every rank announced the same op.
+  // The channel's sync step under the op's deadline, carrying this rank's
+  // timing report to the tuner and the slowest rank's back.
   void step(const ShmStepDesc& d);
   // The host's first rank logs each size class's choice (JACCL_LOG=debug).
   void log_decision() const;
-  // Runs body under the lock once the group is known healthy; any failure
-  // but a usage error (op_checks.h: the group keeps working) becomes the
-  // group's failure.
-  template <class F>
-  void guarded(const char* what, F&& body);
-  void check_alive(const Deadline& dl, const char* waiting_for);
+  // all_to_all(v)'s bodies (shm_all_to_all.cpp).
+  void a2a_fixed(const char* src, char* dst, size_t n);
+  void a2a_varying(const char* src, std::span<const size_t> send, char* dst,
+                   std::span<const size_t> recv);
   // The data rounds of all_to_all(v): block j of this rank (send[j] bytes
   // at in + soff[j]) to rank j, block i from rank i (recv[i] bytes at out +
   // roff[i]), `largest` the job's largest block, `total` the tuner's size.
@@ -120,67 +100,19 @@ class ShmGroup : public Group {
   // Whether every rank of the host can read every peer's memory (probed
   // on the first large all_to_all, the same verdict on every rank).
   bool a2a_direct_ok(const ShmStepDesc& d);
-  // peer: the rank waited for, or -1 for every rank that has not arrived
-  // at the current step.
-  template <class Ready, class Check>
-  void wait(Ready ready, Check check, int peer = -1) {
-    wait_until(wake(), ready, check, [&] { return wait_mode(peer); });
-  }
-  // Publishes the CPU this rank runs on (RankCtl::cpu).
-  void note_cpu() {
-    ctl(rank_).cpu.store(::sched_getcpu(), std::memory_order_relaxed);
-  }
-  // How to wait for `peer` (or the ranks not yet at the current step): spin
-  // while they run elsewhere; yield when they share this rank's CPU (and
-  // the higher rank of such a pair moves itself off it; see shm_sync.h).
-  WaitMode wait_mode(int peer);
-
-  size_t header_chunk() const {
-    return reinterpret_cast<const ShmHeader*>(base_)->chunk_bytes;
-  }
-
   // The job rank of member q, for messages.
-  int who(int q) const {
-    return names_.empty() ? q : names_[static_cast<size_t>(q)];
-  }
+  int who(int q) const { return ch_.who(q); }
+  // Sync steps so far: a rank stages into slot(rank_, steps() + 1) and
+  // reads slot(q, steps()) after the step.
+  uint64_t steps() const { return ch_.steps(); }
+  char* slot(int r, uint64_t s) const { return ch_.slot(r, s); }
+  char* result(uint64_t s) const { return ch_.result(s); }
 
-  char* slot(int r, uint64_t s) const {
-    return base_ + layout_.slot_off(r, static_cast<int>(s & 1));
-  }
-  char* result(uint64_t s) const {
-    return base_ + layout_.result_off(static_cast<int>(s & 1));
-  }
-  RankCtl& ctl(int r) const {
-    return *reinterpret_cast<RankCtl*>(base_ + layout_.ctl_off(r));
-  }
-  WakeWord& wake() const {
-    return *reinterpret_cast<WakeWord*>(base_ + layout_.wake_off());
-  }
-  RingCtl& ring(int from, int to) const {
-    return *reinterpret_cast<RingCtl*>(base_ + layout_.ring_ctl_off(from, to));
-  }
-  char* ring_data(int from, int to) const {
-    return base_ + layout_.ring_data_off(from, to);
-  }
-
-  int rank_;
-  int size_;
-  std::vector<int> names_;
-  ShmSegment seg_;
-  ShmLayout layout_;
-  char* base_;
-  std::shared_ptr<FailureState> state_;
-  Millis op_timeout_;
-  std::shared_ptr<void> keepalive_;
-  std::mutex mu_;  // one collective at a time
-  uint64_t step_ = 0;
-  Deadline deadline_;
-  // More ranks than cores: waits yield at once (see wait_until).
-  bool oversubscribed_ = false;
-  // The first step at which this rank may move itself off a CPU it shares
-  // with a rank it waits for (wait_mode: one try per kMoveEverySteps).
-  uint64_t next_move_step_ = 0;
-  int cpu_moves_ = 0;
+  ShmChannel ch_;
+  const int rank_;
+  const int size_;
+  const ShmLayout layout_;
+  OpRunner ops_;        // every op's lock, checks, deadline and failure rule
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size

@@ -91,8 +91,8 @@ std::string rank_list(const std::vector<int>& ranks);
 std::string ranks_phrase(const std::vector<int>& ranks);
 
 // TRANSITIONAL (structured errors): for messages that still write rank
-// numbers as text (src/collectives/*, src/transport/shm_*,
-// src/bootstrap/tcp_star*, listed in the structured-errors merge note).
+// numbers as text (src/bootstrap/tcp_star*; src/collectives and
+// src/transport/shm_* name them with rank_ref now).
 // Every "rank N" and "ranks N, M, ..." (also capitalized) whose N is a member
 // (N < names.size()) becomes names[N]; "and K more" is a count and stays.
 // Remove once every throw site names ranks with rank_ref/ranks_ref.

@@ -5,14 +5,17 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "collectives/hier_group.h"
 #include "collectives/net_group.h"
+#include "collectives/shm_group.h"
+#include "collectives/shm_strategy.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "group/plan.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 #include "transport/ofi/ofi_fabric.h"
 #include "transport/ofi_link.h"
 #include "transport/rdma_devices.h"
@@ -103,11 +106,31 @@ std::shared_ptr<OfiNet> open_ofi(const Config& cfg) {
   }
 }
 
+// The shared-memory group of the ranks `members` (job ranks on one host,
+// ascending, this rank among them): the transport's channel with the
+// shared-memory algorithms on it. Collective over the whole job (every rank
+// calls it with its own host's members). A host with one rank gets no
+// group (nullptr).
+std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
+                                      const ControlBlock& conns,
+                                      const std::vector<int>& members) {
+  // A strategy Config refused is reported by setup_shm on every rank.
+  ShmStrategy strategy = ShmStrategy::Auto;
+  parse_shm_strategy(cfg.get_shm_strategy().c_str(), &strategy);
+  const ShmHeaderInit init{static_cast<uint32_t>(strategy),
+                           ShmGroup::default_chunk_bytes()};
+  std::optional<ShmChannel> ch = setup_shm(cfg, sc, conns, members, init);
+  if (!ch) {
+    return nullptr;
+  }
+  return std::make_shared<ShmGroup>(std::move(*ch), cfg.get_op_timeout());
+}
+
 // The hierarchical group: this host's shared-memory group, the leaders'
 // network group (on leaders) and a send/recv group for the other
 // cross-host pairs. Leader-to-leader wires go to the leaders' group.
 std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
-                                       Connections conns, HostMap map,
+                                       ControlBlock conns, HostMap map,
                                        OfiNet* ofi) {
   const int rank = conns.rank;
   auto local = make_shm_group(cfg, sc, conns, map.members_of(rank));
@@ -119,7 +142,7 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
     leaders = make_net_group(
         cfg, ofi->make_network(conns, heads, all, ofi_wires(cfg), kTagLeaders));
   } else if (head) {
-    Connections lc;
+    ControlBlock lc;
     lc.rank = map.host_of[static_cast<size_t>(rank)];
     lc.size = static_cast<int>(heads.size());
     lc.names = heads;
@@ -205,7 +228,7 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
     }
     return tcp_data_wires(plan, rank, /*network_data=*/!use_ofi);
   };
-  Connections conns =
+  ControlBlock conns =
       setup_tcp(cfg, sc, want_data,
                 ofi != nullptr ? ofi->card() : std::vector<std::string>());
   if (plan.layout == Layout::Shm) {

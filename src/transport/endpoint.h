@@ -7,7 +7,9 @@
 // passes. The shape is that of NCCL's net plugin (isend/irecv/test) and
 // Gloo's Pair/UnboundBuffer: TCP implements it over a byte stream
 // (transport/tcp_endpoint.h), libfabric over tagged RDM messages
-// (transport/ofi_endpoint.h). No OS header here: the collectives include it.
+// (transport/ofi_link.h, on the endpoints of transport/ofi/). Shared memory
+// is not a Link: its channel is transport/shm_channel.h. No OS header here:
+// the collectives include it.
 //
 // Contract, for every implementation:
 // - Messages posted on one link in one direction are delivered and

@@ -36,7 +36,7 @@
 
 #include "common/deadline.h"
 #include "common/net.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 
 namespace jaccl::detail {
 

@@ -28,6 +28,8 @@ constexpr size_t kStage = kMsgHeaderBytes + kInline;
 constexpr int kEagainSleepMs = 1;
 constexpr int kFdSleepMs = 1;
 
+// One wire of this rank: an RDM endpoint on which every peer's link of
+// that wire posts.
 struct Wire {
   std::shared_ptr<ofi::Domain> domain;  // outlives the endpoint
   // shm only: frees the region locks a killed peer left held once the
@@ -549,7 +551,7 @@ void OfiNet::insert_peers(const std::vector<std::vector<std::string>>& cards) {
   }
 }
 
-Network OfiNet::make_network(const Connections& control,
+Network OfiNet::make_network(const ControlBlock& control,
                              std::vector<int> members,
                              const std::vector<char>& peers, int wires,
                              int tag) {

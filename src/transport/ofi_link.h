@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "jaccl/jaccl.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 #include "transport/endpoint.h"
 
 namespace jaccl::detail {
@@ -56,7 +56,7 @@ class OfiNet {
   // member i is rank i), with `wires` wires toward each of `peers`
   // (members; others get no link). tag separates groups sharing the
   // endpoints. control carries the failure state and liveness.
-  Network make_network(const Connections& control, std::vector<int> members,
+  Network make_network(const ControlBlock& control, std::vector<int> members,
                        const std::vector<char>& peers, int wires, int tag);
 
   struct Impl;

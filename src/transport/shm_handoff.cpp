@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 
 namespace jaccl::detail {
 
@@ -214,7 +214,7 @@ void handoff_serve(int listen_fd, const std::string& name, int seg_fd,
       c.peer = missing.front();
       raise(ErrorKind::Timeout,
             "timed out after " + format_duration(dl.total()) + " waiting for " +
-                ranks_phrase(missing) + " to collect the shared-memory segment",
+                ranks_ref(missing) + " to collect the shared-memory segment",
             c);
     }
     if (fds[1].revents != 0) {
@@ -359,8 +359,8 @@ Fd handoff_receive(HandoffConn& conn, const std::string& name,
         continue;
       }
       raise(ErrorKind::Timeout,
-            "timed out after " + format_duration(dl.total()) +
-                " waiting for rank " + std::to_string(server.rank) +
+            "timed out after " + format_duration(dl.total()) + " waiting for " +
+                rank_ref(server.rank) +
                 " to hand over the shared-memory segment",
             ctx);
     }
@@ -401,7 +401,7 @@ Fd handoff_receive(HandoffConn& conn, const std::string& name,
     }
     if (n == 0) {
       raise(ErrorKind::PeerLost,
-            "rank " + std::to_string(server.rank) +
+            rank_ref(server.rank) +
                 " closed the hand-off connection without handing over the "
                 "shared-memory segment",
             ctx);

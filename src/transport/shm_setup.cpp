@@ -6,50 +6,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
-#include "collectives/shm_group.h"
 #include "common/bytes.h"
-#include "common/env.h"
 #include "common/error.h"
 #include "common/handshake.h"
 #include "common/log.h"
 #include "common/random.h"
 #include "transport/shm_handoff.h"
+#include "transport/shm_layout.h"
 #include "transport/shm_segment.h"
 
 namespace jaccl::detail {
 
 namespace {
-
-size_t shm_budget_bytes(int rank) {
-  const char* v = env_get(EnvVar::ShmBudget);
-  if (v == nullptr) {
-    return size_t(64) << 20;
-  }
-  char* end = nullptr;
-  unsigned long long mib = std::strtoull(v, &end, 10);
-  if (end == v || *end != '\0' || mib < 1 || mib > (1ull << 20)) {
-    raise(ErrorKind::Config,
-          std::string("JACCL_SHM_BUDGET='") + v +
-              "' is not a number of MiB in 1..1048576",
-          {.rank = rank});
-  }
-  return static_cast<size_t>(mib) << 20;
-}
-
-ShmStrategy shm_strategy(int rank) {
-  const char* v = env_get(EnvVar::ShmStrategy);
-  ShmStrategy s = ShmStrategy::Auto;
-  if (v != nullptr && !parse_shm_strategy(v, &s)) {
-    raise(ErrorKind::Config,
-          std::string("JACCL_SHM_STRATEGY='") + v +
-              "' is not one of auto, cached, stream-stage, stream, direct",
-          {.rank = rank});
-  }
-  return s;
-}
 
 uint64_t pid_namespace() {
   struct stat st {};
@@ -60,7 +30,7 @@ uint64_t pid_namespace() {
 // set-up (fixed size, so each is one side-channel call). Every phase
 // carries the rank's failure, if any, so every rank keeps running the same
 // calls and a failure on one host is reported on all of them.
-struct Wire {
+struct SetupMsg {
   uint64_t magic;
   uint8_t phase;
   uint8_t listening;  // phase 1, creator: its hand-off socket is up
@@ -74,10 +44,10 @@ struct Wire {
   uint8_t secret[16];  // phase 1: what a client must show the socket
   char what[136];      // the failure, abridged
 };
-static_assert(sizeof(Wire) <= SideChannel::kInlineBytes);
-constexpr uint64_t kWireMagic = 0x3130505353434a6aull;  // "jJCSSP01"
+static_assert(sizeof(SetupMsg) <= SideChannel::kInlineBytes);
+constexpr uint64_t kSetupMagic = 0x3130505353434a6aull;  // "jJCSSP01"
 
-// Everything make_shm_group keeps across the phases.
+// Everything setup_shm keeps across the phases.
 struct Setup {
   SideChannel& sc;
   const std::vector<int>& members;
@@ -85,16 +55,15 @@ struct Setup {
   int creator;
   bool alone;
   ShmLayout layout{};
-  ShmStrategy strategy = ShmStrategy::Auto;  // the creator's holds
-  std::exception_ptr error;                  // this rank's failure
-  bool host_failed = false;  // any member of this host has failed
-  std::vector<Wire> first;   // phase 1 of every rank
-  std::string name;          // "jaccl-<nonce>"
+  std::exception_ptr error;     // this rank's failure
+  bool host_failed = false;     // any member of this host has failed
+  std::vector<SetupMsg> first;  // phase 1 of every rank
+  std::string name;             // "jaccl-<nonce>"
 
-  Wire blank(uint8_t phase) const {
-    Wire w;
+  SetupMsg blank(uint8_t phase) const {
+    SetupMsg w;
     std::memset(&w, 0, sizeof(w));
-    w.magic = kWireMagic;
+    w.magic = kSetupMagic;
     w.phase = phase;
     if (error) {
       w.failed = 1;
@@ -130,10 +99,10 @@ struct Setup {
     }
   }
 
-  std::vector<Wire> gather(const Wire& mine) {
+  std::vector<SetupMsg> gather(const SetupMsg& mine) {
     auto all = sc.all_gather_value(mine);
     for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].magic != kWireMagic || all[r].phase != mine.phase) {
+      if (all[r].magic != kSetupMagic || all[r].phase != mine.phase) {
         raise(ErrorKind::Protocol,
               "shared-memory set-up message out of step (phase " +
                   std::to_string(all[r].phase) + ", expected " +
@@ -149,7 +118,7 @@ struct Setup {
   }
 
   HandoffPeer peer(int r) const {
-    const Wire& w = first[static_cast<size_t>(r)];
+    const SetupMsg& w = first[static_cast<size_t>(r)];
     // A pid means something only inside the pid namespace it came from.
     pid_t pid = w.pid_ns != 0 && w.pid_ns == pid_namespace() ? w.pid : 0;
     return HandoffPeer{r, pid};
@@ -169,7 +138,7 @@ struct Setup {
 
   // After the last gather: this rank's own failure, else the first failure
   // on its host (the creator's comes first), else the first in the job.
-  void raise_first_failure(const std::vector<Wire>& last) const {
+  void raise_first_failure(const std::vector<SetupMsg>& last) const {
     if (error) {
       std::rethrow_exception(error);
     }
@@ -188,11 +157,11 @@ struct Setup {
     if (bad < 0) {
       return;
     }
-    const Wire& w = last[static_cast<size_t>(bad)];
+    const SetupMsg& w = last[static_cast<size_t>(bad)];
     int kind = std::clamp(w.kind, 0, static_cast<int>(ErrorKind::Internal));
     raise(static_cast<ErrorKind>(kind),
-          "shared-memory set-up failed on rank " + std::to_string(bad) + ": " +
-              w.what,
+          "shared-memory set-up failed on " + rank_ref(bad) + ": " +
+              Detail(std::string(w.what)),
           {.rank = rank, .peer = bad});
   }
 };
@@ -219,9 +188,10 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 //      published, then a named segment is unlinked by everyone.
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
-std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
-                                      const Connections& conns,
-                                      const std::vector<int>& members) {
+std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
+                                    const ControlBlock& conns,
+                                    const std::vector<int>& members,
+                                    const ShmHeaderInit& init) {
   const int rank = cfg.get_rank();
   const int size = static_cast<int>(members.size());
   const int me = static_cast<int>(
@@ -239,12 +209,16 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
   bool use_memfd = false;
   bool named = false;  // a /dev/shm name may exist: unlink on every exit
 
-  Wire w = s.blank(1);
+  SetupMsg w = s.blank(1);
   random_bytes(w.nonce, sizeof(w.nonce));
   random_bytes(w.secret, sizeof(w.secret));
   s.step([&] {
-    s.layout = ShmLayout::for_budget(size, shm_budget_bytes(rank));
-    s.strategy = shm_strategy(rank);
+    // Here rather than in init: one rank's bad value fails every rank.
+    const std::string bad = cfg.shm_invalid_reason();
+    if (!bad.empty()) {
+      raise(ErrorKind::Config, bad, {.rank = rank});
+    }
+    s.layout = ShmLayout::for_budget(size, cfg.get_shm_budget() << 20);
     if (!creator) {
       return;
     }
@@ -259,7 +233,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
     }
   });
   w = [&] {
-    Wire x = s.blank(1);
+    SetupMsg x = s.blank(1);
     std::memcpy(x.nonce, w.nonce, sizeof(x.nonce));
     std::memcpy(x.secret, w.secret, sizeof(x.secret));
     x.listening = listener.valid() ? 1 : 0;
@@ -270,7 +244,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
   }();
   try {
     s.first = s.gather(w);
-    const Wire& head = s.first[static_cast<size_t>(s.creator)];
+    const SetupMsg& head = s.first[static_cast<size_t>(s.creator)];
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
     std::memcpy(secret.data(), head.secret, secret.size());
@@ -314,7 +288,8 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
         named = true;
         seg = ShmSegment::create("/" + s.name, s.layout.total(), rank);
       }
-      ShmGroup::init_segment(seg.data(), s.layout, s.strategy);
+      ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
+                               init.chunk_bytes);
     });
     named = named || (!use_memfd && !s.alone);
     s.gather(s.blank(3));
@@ -360,7 +335,7 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
     throw;
   }
   if (s.alone) {
-    return nullptr;
+    return std::nullopt;
   }
   if (creator) {
     JACCL_LOG(Info, "rank " << rank << ": shared-memory group of " << size
@@ -369,11 +344,10 @@ std::shared_ptr<Group> make_shm_group(const Config& cfg, SideChannel& sc,
                             << (use_memfd ? "memfd " : "/dev/shm/") << s.name
                             << "), " << s.layout.slot_bytes / 1024
                             << " KiB slots, strategy "
-                            << shm_strategy_name(s.strategy));
+                            << cfg.get_shm_strategy());
   }
-  return std::make_shared<ShmGroup>(me, size, members, std::move(seg), s.layout,
-                                    conns.state, cfg.get_op_timeout(),
-                                    conns.keepalive);
+  return ShmChannel(me, size, members, std::move(seg), s.layout, conns.state,
+                    conns.keepalive);
 }
 
 }  // namespace jaccl::detail

@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
 // Connecting the TCP data plane: who dials whom, how many wires, the
-// concurrent acceptor, and the whole set-up from cards to Connections.
+// concurrent acceptor, and the whole set-up from cards to the ControlBlock.
 //
 // Topology: every pair of ranks is connected. For size <= 16 each pair has
 // `wires` data connections; for size > 16 ring neighbours (rank +- 1 mod
@@ -35,7 +35,7 @@
 #include "common/handshake.h"
 #include "common/net.h"
 #include "jaccl/jaccl.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 #include "transport/tcp_card.h"
 
 namespace jaccl::detail {
@@ -123,8 +123,8 @@ using DataWiresFn =
 // one is longer than SideChannel::kInlineBytes - 8, and the barrier); a
 // caller that tears the channel down right after makes one more barrier
 // (which proves every rank has left this one; see leave_barrier()).
-Connections setup_tcp(const Config& cfg, SideChannel& sc,
-                      const DataWiresFn& want_data = nullptr,
-                      std::vector<std::string> ofi_card = {});
+ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
+                       const DataWiresFn& want_data = nullptr,
+                       std::vector<std::string> ofi_card = {});
 
 }  // namespace jaccl::detail

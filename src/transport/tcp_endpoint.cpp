@@ -220,7 +220,7 @@ std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer, int sndbuf) {
   return std::make_unique<TcpLink>(std::move(fd), rank, peer, sndbuf);
 }
 
-Network make_tcp_network(Connections conns) {
+Network make_tcp_network(ControlBlock conns) {
   Network net;
   net.rank = conns.rank;
   net.size = conns.size;

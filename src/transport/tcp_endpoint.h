@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "common/net.h"
-#include "transport/connections.h"
+#include "transport/control_block.h"
 #include "transport/endpoint.h"
 
 namespace jaccl::detail {
@@ -22,6 +22,6 @@ namespace jaccl::detail {
 std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer, int sndbuf);
 
 // Wraps the TCP set-up's sockets into links (the group owns them now).
-Network make_tcp_network(Connections conns);
+Network make_tcp_network(ControlBlock conns);
 
 }  // namespace jaccl::detail

@@ -33,7 +33,7 @@ struct TcpSetup {
   const Config& cfg;
   int me;
   int size;
-  Connections conns;
+  ControlBlock conns;
   Fd listener;
   std::vector<TcpCard> cards;
   std::vector<char> listens;
@@ -269,9 +269,9 @@ void tune_sockets(TcpSetup& st) {
 
 }  // namespace
 
-Connections setup_tcp(const Config& cfg, SideChannel& sc,
-                      const DataWiresFn& want_data,
-                      std::vector<std::string> ofi_card) {
+ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
+                       const DataWiresFn& want_data,
+                       std::vector<std::string> ofi_card) {
   TcpSetup st{.cfg = cfg, .me = cfg.get_rank(), .size = cfg.get_size()};
   st.conns.rank = st.me;
   st.conns.size = st.size;

@@ -69,14 +69,14 @@ struct Options {
   std::chrono::milliseconds op_timeout = 30s;
 };
 
-// Connections of n ranks with o.wires socket pairs between every pair a < b
+// Control blocks of n ranks with o.wires socket pairs between every pair a < b
 // for which linked(a, b) holds.
-std::vector<Connections> connect(
+std::vector<ControlBlock> connect(
     int n, const Options& o,
     const std::function<bool(int, int)>& linked = [](int, int) {
       return true;
     }) {
-  std::vector<Connections> conns(n);
+  std::vector<ControlBlock> conns(n);
   for (int r = 0; r < n; ++r) {
     conns[r].rank = r;
     conns[r].size = n;
@@ -96,7 +96,7 @@ std::vector<Connections> connect(
 }
 
 Groups make_groups(const Options& o) {
-  std::vector<Connections> conns = connect(o.n, o);
+  std::vector<ControlBlock> conns = connect(o.n, o);
   Groups groups;
   for (int r = 0; r < o.n; ++r) {
     Config cfg;
@@ -469,14 +469,16 @@ Groups make_shm_groups(int n, std::vector<int> names = {},
                            "-" + std::to_string(serial++);
   const ShmLayout layout = ShmLayout::for_budget(n, size_t(4) << 20);
   ShmSegment owner = ShmSegment::create(name, layout.total(), 0);
-  ShmGroup::init_segment(owner.data(), layout);
+  ShmChannel::init_segment(owner.data(), layout, 0,
+                           ShmGroup::default_chunk_bytes());
   Groups groups;
   for (int r = 0; r < n; ++r) {
     auto state = states.empty() ? std::make_shared<FailureState>()
                                 : states[static_cast<size_t>(r)];
     groups.push_back(std::make_shared<ShmGroup>(
-        r, n, names, ShmSegment::open(name, layout.total(), r), layout,
-        std::move(state), Millis(30000), nullptr));
+        ShmChannel(r, n, names, ShmSegment::open(name, layout.total(), r),
+                   layout, std::move(state), nullptr),
+        Millis(30000)));
   }
   owner.unlink();
   return groups;
@@ -509,7 +511,7 @@ Groups make_hier_groups(const std::vector<int>& host_id) {
   }
   const std::vector<int> heads = map.leaders();
   const Options o{.wires = 2};
-  std::vector<Connections> lc = connect(static_cast<int>(heads.size()), o);
+  std::vector<ControlBlock> lc = connect(static_cast<int>(heads.size()), o);
   for (size_t h = 0; h < heads.size(); ++h) {
     lc[h].names = heads;
     lc[h].state = states[static_cast<size_t>(heads[h])];
@@ -519,7 +521,7 @@ Groups make_hier_groups(const std::vector<int>& host_id) {
   auto is_head = [&](int r) {
     return map.index_of[static_cast<size_t>(r)] == 0;
   };
-  std::vector<Connections> pc = connect(n, o, [&](int a, int b) {
+  std::vector<ControlBlock> pc = connect(n, o, [&](int a, int b) {
     return map.host_of[static_cast<size_t>(a)] !=
                map.host_of[static_cast<size_t>(b)] &&
            !(is_head(a) && is_head(b));

@@ -202,6 +202,26 @@ TEST(ConfigBuilder, EverySetterChainsAndIsReadBack) {
   EXPECT_TRUE(c.get_listen());
 }
 
+// The shared-memory settings: checked by the shared-memory set-up on every
+// rank at once (ShmJob tests), so not part of is_valid().
+TEST(ConfigBuilder, ShmSettings) {
+  EnvGuard env;
+  Config c;
+  EXPECT_EQ(c.get_shm_budget(), 64u);
+  EXPECT_EQ(c.get_shm_strategy(), "auto");
+  c.set_shm_budget(8).set_shm_strategy("stream");
+  EXPECT_EQ(c.get_shm_budget(), 8u);
+  EXPECT_EQ(c.get_shm_strategy(), "stream");
+  EXPECT_EQ(c.shm_invalid_reason(), "");
+  c.set_shm_budget(0).set_shm_strategy("fastest");
+  EXPECT_EQ(c.get_shm_budget(), 8u);  // a bad value is not taken
+  EXPECT_EQ(c.get_shm_strategy(), "stream");
+  EXPECT_HAS(c.shm_invalid_reason(), "0 MiB");
+  EXPECT_HAS(c.shm_invalid_reason(), "'fastest'");
+  c.set_rank(0).set_size(1).set_all_gather(echo());
+  EXPECT_TRUE(c.is_valid()) << c.invalid_reason();
+}
+
 TEST(ConfigBuilder, SetRankFromString) {
   Config c;
   c.set_rank("3");
@@ -711,6 +731,38 @@ TEST(ConfigFromEnv, MalformedValuesNameVariableAndValue) {
     auto c = Config::from_env();
     EXPECT_FALSE(c.is_valid());
     EXPECT_HAS(c.invalid_reason(), std::string(k.var) + "='" + k.value + "'");
+  }
+}
+
+// Every Config takes them, not only from_env's (docs/environment.md).
+TEST(ConfigFromEnv, ShmSettingsReachEveryConfig) {
+  EnvGuard env;
+  env.set("JACCL_SHM_BUDGET", "128");
+  env.set("JACCL_SHM_STRATEGY", "stream-stage");
+  for (const Config& c : {Config::from_env(), Config()}) {
+    EXPECT_EQ(c.get_shm_budget(), 128u);
+    EXPECT_EQ(c.get_shm_strategy(), "stream-stage");
+    EXPECT_EQ(c.shm_invalid_reason(), "");
+  }
+  EXPECT_EQ(Config().set_shm_budget(16).get_shm_budget(), 16u);
+}
+
+TEST(ConfigFromEnv, MalformedShmSettingsNameVariableAndValue) {
+  const Malformed cases[] = {
+      {"JACCL_SHM_BUDGET", "0"},
+      {"JACCL_SHM_BUDGET", "2097152"},
+      {"JACCL_SHM_BUDGET", "8M"},
+      {"JACCL_SHM_STRATEGY", "fastest"},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(std::string(k.var) + "=" + k.value);
+    EnvGuard env;
+    set_valid_env(env);
+    env.set(k.var, k.value);
+    auto c = Config::from_env();
+    EXPECT_TRUE(c.is_valid()) << c.invalid_reason();
+    EXPECT_HAS(c.shm_invalid_reason(),
+               std::string(k.var) + "='" + k.value + "'");
   }
 }
 

@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/shm_copy.h"
 #include "collectives/shm_group.h"
 #include "common/affinity.h"
 #include "jaccl/jaccl.h"
+#include "transport/shm_copy.h"
 
 using namespace jaccl;
 using namespace jaccl::detail;
@@ -36,12 +36,15 @@ void run_ranks(int size, const std::function<void(Group&)>& body,
   auto layout = ShmLayout::for_budget(size, budget);
   std::string name = unique_name();
   auto owner = ShmSegment::create(name, layout.total(), 0);
-  ShmGroup::init_segment(owner.data(), layout, strategy);
+  ShmChannel::init_segment(owner.data(), layout,
+                           static_cast<uint32_t>(strategy),
+                           ShmGroup::default_chunk_bytes());
   std::vector<std::unique_ptr<ShmGroup>> groups;
   for (int r = 0; r < size; ++r) {
     groups.push_back(std::make_unique<ShmGroup>(
-        r, size, std::vector<int>{}, ShmSegment::open(name, layout.total(), r),
-        layout, std::make_shared<FailureState>(), op_timeout, nullptr));
+        ShmChannel(r, size, {}, ShmSegment::open(name, layout.total(), r),
+                   layout, std::make_shared<FailureState>(), nullptr),
+        op_timeout));
   }
   owner.unlink();
   std::vector<std::exception_ptr> errors(size);

@@ -45,7 +45,7 @@ using namespace jaccl::detail;
 // ---- threads as ranks -------------------------------------------------------
 
 struct RankOutcome {
-  Connections conns;
+  ControlBlock conns;
   std::exception_ptr error;
   std::string what;
 };

@@ -35,7 +35,7 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-void check_wires(jaccl::detail::Connections& c) {
+void check_wires(jaccl::detail::ControlBlock& c) {
   using jaccl::detail::Deadline;
   auto dl = Deadline::after(std::chrono::milliseconds(20000));
   for (int p = 0; p < c.size; ++p) {

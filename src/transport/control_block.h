@@ -1,6 +1,9 @@
 // Copyright 2026 the jaccl authors.
-// What the TCP set-up produces: connected sockets to peers and the group's
-// shared failure state (transport/tcp_endpoint.h turns them into links).
+// Every transport's control block: what the job-wide set-up
+// (transport/tcp_connect.h: setup_tcp, which always connects every pair for
+// liveness) leaves for the data planes built on it, whichever carries the
+// data -- TCP (tcp_endpoint.h), libfabric (ofi_link.h) or shared memory
+// (shm_setup.h).
 #pragma once
 
 #include <atomic>
@@ -18,8 +21,10 @@
 
 namespace jaccl::detail {
 
-// Sockets to the other ranks, set up by the transport.
-struct Connections {
+// The group's failure state and liveness monitor (every plane reports to
+// them), its op budget and member names, and, where TCP carries data, the
+// data sockets.
+struct ControlBlock {
   int rank = -1;
   int size = 0;
   // wires[peer][w]: the w-th TCP connection to peer (empty for self and for

@@ -1,5 +1,6 @@
 // Copyright 2026 the jaccl authors.
-// Layout of a job's shared-memory segment (pure arithmetic, no OS calls):
+// Layout of a host's shared-memory segment, the format every rank of the
+// host reads (pure arithmetic, no OS calls):
 //
 //   [header][wake word][rank controls x N][slots: N x 2 x slot][result: 2 x
 //   slot][p2p rings: N x N x ring]
@@ -14,7 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "collectives/shm_sync.h"
+#include "common/op_kind.h"
+#include "transport/shm_sync.h"
 
 namespace jaccl::detail {
 
@@ -23,7 +25,7 @@ inline constexpr uint64_t kShmMagic = 0x4d4853434c43414aull;  // "JACLCSHM"
 struct alignas(kCacheLine) ShmHeader {
   uint64_t magic;
   uint32_t nranks;
-  uint32_t strategy;  // ShmStrategy the creator was told (JACCL_SHM_STRATEGY)
+  uint32_t strategy;  // the group's copy-out policy, the creator's for all
   uint64_t slot_bytes;
   uint64_t ring_bytes;
   uint64_t chunk_bytes;  // large ops' chunk, the creator's choice for all
@@ -32,7 +34,7 @@ struct alignas(kCacheLine) ShmHeader {
 
 // What a rank announces at each sync step.
 struct ShmStepDesc {
-  uint32_t op;
+  OpKind op;
   int32_t dtype;
   uint64_t n_bytes;
   int32_t root;
@@ -112,15 +114,5 @@ struct ShmLayout {
   }
   size_t total() const { return ring_data_off(nranks, 0); }
 };
-
-// Slice r of a chunk of len bytes split N ways on 64-byte boundaries (which
-// are multiples of every element size). Later slices may be empty.
-inline void slice_of(size_t len, int n, int r, size_t* off, size_t* bytes) {
-  size_t q = ShmLayout::align((len + n - 1) / n, 64);
-  size_t begin = std::min(len, q * static_cast<size_t>(r));
-  size_t end = std::min(len, begin + q);
-  *off = begin;
-  *bytes = end - begin;
-}
 
 }  // namespace jaccl::detail

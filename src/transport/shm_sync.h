@@ -58,7 +58,7 @@ void wait_until(WakeWord& ww, Ready ready, Check check, Mode mode) {
   //    and leave them there for a long while (2 ranks on 2 cores of the
   //    2026-12-01 VM: 24 us per 8 B-16 KiB all_sum, a 20 us spin per step,
   //    for ~100 ms); then the waiter yields, and the caller moves one of
-  //    them (ShmGroup::wait_mode). Sleeping on the futex instead did not
+  //    them (ShmChannel::wait_mode). Sleeping on the futex instead did not
   //    separate them (the wake-up put the sleeper back beside its waker:
   //    5-6 us per step).
   // 2. Then yield between polls for a while.

@@ -1,0 +1,237 @@
+// Copyright 2026 the jaccl authors.
+#include "transport/shm_channel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "common/affinity.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "common/op_kind.h"
+#include "transport/shm_copy.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
+// A rank that finds itself on the CPU of a rank it waits for moves off it
+// at most once per this many sync steps (ShmChannel::wait_mode).
+constexpr uint64_t kMoveEverySteps = 1024;
+
+struct P2pHeader {
+  uint64_t magic;
+  uint64_t n_bytes;
+};
+
+}  // namespace
+
+void ShmChannel::init_segment(char* base, const ShmLayout& layout,
+                              uint32_t strategy, uint64_t chunk_bytes) {
+  std::memset(base, 0, layout.slots_off());
+  for (int from = 0; from < layout.nranks; ++from) {
+    for (int to = 0; to < layout.nranks; ++to) {
+      new (base + layout.ring_ctl_off(from, to)) RingCtl();
+    }
+  }
+  auto* h = new (base) ShmHeader();
+  h->magic = kShmMagic;
+  h->nranks = static_cast<uint32_t>(layout.nranks);
+  h->strategy = strategy;
+  h->slot_bytes = layout.slot_bytes;
+  h->ring_bytes = layout.ring_bytes;
+  h->chunk_bytes = chunk_bytes;
+  new (base + layout.wake_off()) WakeWord();
+  for (int r = 0; r < layout.nranks; ++r) {
+    new (base + layout.ctl_off(r)) RankCtl();
+  }
+}
+
+ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
+                       ShmSegment seg, ShmLayout layout,
+                       std::shared_ptr<FailureState> state,
+                       std::shared_ptr<void> keepalive)
+    : rank_(rank),
+      size_(size),
+      names_(std::move(names)),
+      seg_(std::move(seg)),
+      layout_(layout),
+      base_(seg_.data()),
+      state_(std::move(state)),
+      keepalive_(std::move(keepalive)),
+      oversubscribed_(size > allowed_cpu_count()) {}
+
+void ShmChannel::raise_timeout(const Deadline& dl,
+                               const Detail& waiting_for) const {
+  raise(ErrorKind::Timeout,
+        "timed out after " + format_duration(dl.total()) + " waiting for " +
+            waiting_for,
+        {.rank = who(rank_), .address = "shared memory"});
+}
+
+WaitMode ShmChannel::wait_mode(int peer) {
+  if (oversubscribed_)
+    return WaitMode::kYield;
+  const int me = ::sched_getcpu();
+  if (me < 0)
+    return WaitMode::kSpin;
+  int lowest = -1;  // the lowest rank waited for that last ran on this CPU
+  for (int q = 0; q < size_ && lowest < 0; ++q) {
+    const bool waited =
+        peer >= 0 ? q == peer
+                  : q != rank_ &&
+                        ctl(q).arrive.load(std::memory_order_relaxed) < step_;
+    if (waited && ctl(q).cpu.load(std::memory_order_relaxed) == me)
+      lowest = q;
+  }
+  if (lowest < 0)
+    return WaitMode::kSpin;
+  // Two ranks on one CPU both see it; only the higher one moves, and only
+  // now and then, so that a mask of one CPU or a scheduler that keeps them
+  // together costs a system call per many steps, not per poll.
+  if (rank_ > lowest && step_ >= next_move_step_) {
+    next_move_step_ = step_ + kMoveEverySteps;
+    if (move_off_this_cpu()) {
+      ++cpu_moves_;
+      note_cpu();
+      JACCL_LOG(Debug, "rank " << who(rank_) << ": shared CPU " << me
+                               << " with rank " << who(lowest)
+                               << ", moved to CPU " << ::sched_getcpu());
+      return WaitMode::kSpin;
+    }
+  }
+  return WaitMode::kYield;
+}
+
+uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
+  ++step_;
+  const uint64_t s = step_;
+  RankCtl& me = ctl(rank_);
+  me.desc[s & 1] = d;
+  note_cpu();
+  me.arrive.store(s, std::memory_order_release);
+  wake().bump();
+  auto ready = [&] {
+    for (int q = 0; q < size_; ++q) {
+      if (ctl(q).arrive.load(std::memory_order_acquire) < s)
+        return false;
+    }
+    return true;
+  };
+  wait(ready, [&] {
+    state_->throw_if_failed();
+    if (dl.expired()) {
+      std::vector<int> missing;
+      for (int q = 0; q < size_; ++q) {
+        if (ctl(q).arrive.load(std::memory_order_acquire) < s)
+          missing.push_back(who(q));
+      }
+      raise(ErrorKind::Timeout,
+            std::string(op_kind_name(d.op)) + " timed out after " +
+                format_duration(dl.total()) + " waiting for " +
+                ranks_ref(missing),
+            {.rank = who(rank_), .address = "shared memory"});
+    }
+  });
+  uint64_t slowest = 0;
+  for (int q = 0; q < size_; ++q) {
+    const ShmStepDesc& o = ctl(q).desc[s & 1];
+    slowest = std::max(slowest, o.report);
+    if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
+        o.root != d.root) {
+      auto call = [](const ShmStepDesc& x) {
+        return std::string(op_kind_name(x.op)) +
+               "(n_bytes=" + std::to_string(x.n_bytes) +
+               ", dtype=" + std::to_string(x.dtype) + ")";
+      };
+      raise(ErrorKind::Protocol,
+            "ranks disagree: this rank called " + call(d) + " but " +
+                rank_ref(who(q)) + " called " + call(o),
+            {.rank = who(rank_), .peer = who(q)});
+    }
+  }
+  return slowest;
+}
+
+void ShmChannel::send(const void* in, size_t n, int dst, const Deadline& dl) {
+  note_cpu();
+  RingCtl& rc = ring(rank_, dst);
+  char* data = ring_data(rank_, dst);
+  const size_t cap = layout_.ring_bytes;
+  P2pHeader h{kP2pMagic, n};
+  auto put = [&](const char* p, size_t len) {
+    uint64_t head = rc.head.load(std::memory_order_relaxed);
+    size_t done = 0;
+    while (done < len) {
+      uint64_t tail = 0;
+      wait(
+          [&] {
+            tail = rc.tail.load(std::memory_order_acquire);
+            return head - tail < cap;
+          },
+          [&] {
+            check_alive(dl, [&] { return rank_ref(who(dst)) + " to receive"; });
+          },
+          dst);
+      size_t room = cap - (head - tail);
+      size_t at = head % cap;
+      size_t k = std::min({len - done, room, cap - at});
+      cached_copy(data + at, p + done, k);
+      done += k;
+      head += k;
+      rc.head.store(head, std::memory_order_release);
+      wake().bump();
+    }
+  };
+  put(reinterpret_cast<const char*>(&h), sizeof(h));
+  put(static_cast<const char*>(in), n);
+}
+
+void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
+  note_cpu();
+  RingCtl& rc = ring(src, rank_);
+  const char* data = ring_data(src, rank_);
+  const size_t cap = layout_.ring_bytes;
+  auto get = [&](char* p, size_t len) {
+    uint64_t tail = rc.tail.load(std::memory_order_relaxed);
+    size_t done = 0;
+    while (done < len) {
+      uint64_t head = 0;
+      wait(
+          [&] {
+            head = rc.head.load(std::memory_order_acquire);
+            return head != tail;
+          },
+          [&] {
+            check_alive(dl,
+                        [&] { return "a message from " + rank_ref(who(src)); });
+          },
+          src);
+      size_t at = tail % cap;
+      size_t k = std::min({len - done, size_t(head - tail), cap - at});
+      cached_copy(p + done, data + at, k);
+      done += k;
+      tail += k;
+      rc.tail.store(tail, std::memory_order_release);
+      wake().bump();
+    }
+  };
+  P2pHeader h{};
+  get(reinterpret_cast<char*>(&h), sizeof(h));
+  if (h.magic != kP2pMagic) {
+    raise(ErrorKind::Protocol,
+          "corrupt message header from " + rank_ref(who(src)),
+          {.rank = who(rank_), .peer = who(src)});
+  }
+  if (h.n_bytes != n) {
+    raise(ErrorKind::Protocol,
+          rank_ref(who(src)) + " sent " + std::to_string(h.n_bytes) +
+              " bytes but this rank's recv expects " + std::to_string(n),
+          {.rank = who(rank_), .peer = who(src)});
+  }
+  get(static_cast<char*>(out), n);
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,149 @@
+// Copyright 2026 the jaccl authors.
+// Shared memory's channel (its "Pair", in Gloo's terms): one host's segment
+// as one of its ranks sees it. The staging slots and result buffers the
+// algorithms address by sync step; the sync step itself (every rank
+// announces its op, arrives, and waits for the others, the announcements
+// compared); a byte ring per ordered pair for send/recv; and where this
+// rank runs (a waiter that shares its CPU with the rank it waits for
+// yields, and moves off it now and then). Made by transport/shm_setup.h;
+// the shared-memory group (collectives/shm_group.h) runs its algorithms on
+// it. Every wait is bounded by the op's deadline and woken by the group's
+// failure.
+#pragma once
+
+#include <sched.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/error_detail.h"
+#include "transport/failure.h"
+#include "transport/shm_layout.h"
+#include "transport/shm_segment.h"
+
+namespace jaccl::detail {
+
+class ShmChannel {
+ public:
+  // seg is mapped and initialized (init_segment, by its creator). rank and
+  // size are this host's (the group's); names[i] is the job rank of member
+  // i, used in every message (empty: member i is rank i). keepalive: what
+  // the failure state's reporters need (the liveness monitor).
+  ShmChannel(int rank, int size, std::vector<int> names, ShmSegment seg,
+             ShmLayout layout, std::shared_ptr<FailureState> state,
+             std::shared_ptr<void> keepalive);
+  ShmChannel(ShmChannel&&) = default;
+  ShmChannel& operator=(ShmChannel&&) = default;
+
+  // Writes a fresh header into a newly created segment. strategy and
+  // chunk_bytes are the group's, read back by every rank of the host
+  // (opaque here).
+  static void init_segment(char* base, const ShmLayout& layout,
+                           uint32_t strategy, uint64_t chunk_bytes);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The job rank of member q, for messages.
+  int who(int q) const {
+    return names_.empty() ? q : names_[static_cast<size_t>(q)];
+  }
+  const std::vector<int>& names() const { return names_; }
+  const ShmLayout& layout() const { return layout_; }
+  const ShmHeader& header() const {
+    return *reinterpret_cast<const ShmHeader*>(base_);
+  }
+  FailureState& state() const { return *state_; }
+  const std::shared_ptr<FailureState>& shared_state() const { return state_; }
+
+  // Sync steps completed so far. Data written for step s lives in the
+  // parity s % 2 buffers (shm_layout.h): a rank stages into
+  // slot(rank, steps() + 1), steps, and reads slot(q, steps()).
+  uint64_t steps() const { return step_; }
+  char* slot(int r, uint64_t s) const {
+    return base_ + layout_.slot_off(r, static_cast<int>(s & 1));
+  }
+  char* result(uint64_t s) const {
+    return base_ + layout_.result_off(static_cast<int>(s & 1));
+  }
+  // What rank q announced at the last step.
+  const ShmStepDesc& announced(int q) const { return ctl(q).desc[step_ & 1]; }
+
+  // One sync step: publishes d, arrives, waits until every rank has, and
+  // checks that every rank announced the same op (ProtocolError naming the
+  // first that did not). A Timeout at dl names the ranks still missing.
+  // Returns the largest `report` any rank announced.
+  uint64_t step(const ShmStepDesc& d, const Deadline& dl);
+
+  // Point to point through the pair's byte ring: n bytes behind a header
+  // that carries n, so a recv of another size is a ProtocolError. Blocks
+  // while the ring is full (send) or empty (recv), bounded by dl.
+  void send(const void* in, size_t n, int dst, const Deadline& dl);
+  void recv(void* out, size_t n, int src, const Deadline& dl);
+
+  // Whether this host's ranks outnumber the CPUs this rank may use (then
+  // every wait yields).
+  bool oversubscribed() const { return oversubscribed_; }
+  // How often this rank has moved itself off a CPU it shared with a rank
+  // it waited for.
+  int cpu_moves() const { return cpu_moves_; }
+
+ private:
+  RankCtl& ctl(int r) const {
+    return *reinterpret_cast<RankCtl*>(base_ + layout_.ctl_off(r));
+  }
+  WakeWord& wake() const {
+    return *reinterpret_cast<WakeWord*>(base_ + layout_.wake_off());
+  }
+  RingCtl& ring(int from, int to) const {
+    return *reinterpret_cast<RingCtl*>(base_ + layout_.ring_ctl_off(from, to));
+  }
+  char* ring_data(int from, int to) const {
+    return base_ + layout_.ring_data_off(from, to);
+  }
+  // Publishes the CPU this rank runs on (RankCtl::cpu).
+  void note_cpu() {
+    ctl(rank_).cpu.store(::sched_getcpu(), std::memory_order_relaxed);
+  }
+  // peer: the rank waited for, or -1 for every rank that has not arrived
+  // at the current step.
+  template <class Ready, class Check>
+  void wait(Ready ready, Check check, int peer = -1) {
+    wait_until(wake(), ready, check, [&] { return wait_mode(peer); });
+  }
+  // How to wait for `peer` (or the ranks not yet at the current step): spin
+  // while they run elsewhere; yield when they share this rank's CPU (and
+  // the higher rank of such a pair moves itself off it; see shm_sync.h).
+  WaitMode wait_mode(int peer);
+  // The failure state, then the deadline: "timed out after 2 s waiting for
+  // <waiting_for()>" (built only then: this runs on every slow poll).
+  template <class What>
+  void check_alive(const Deadline& dl, What waiting_for) const {
+    state_->throw_if_failed();
+    if (dl.expired()) {
+      raise_timeout(dl, waiting_for());
+    }
+  }
+  [[noreturn]] void raise_timeout(const Deadline& dl,
+                                  const Detail& waiting_for) const;
+
+  int rank_;
+  int size_;
+  std::vector<int> names_;
+  ShmSegment seg_;
+  ShmLayout layout_;
+  char* base_;
+  std::shared_ptr<FailureState> state_;
+  std::shared_ptr<void> keepalive_;
+  uint64_t step_ = 0;
+  // More ranks than cores: waits yield at once (see wait_until).
+  bool oversubscribed_ = false;
+  // The first step at which this rank may move itself off a CPU it shares
+  // with a rank it waits for (wait_mode: one try per kMoveEverySteps).
+  uint64_t next_move_step_ = 0;
+  int cpu_moves_ = 0;
+};
+
+}  // namespace jaccl::detail
