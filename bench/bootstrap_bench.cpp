@@ -1,23 +1,29 @@
 // Copyright 2026 the jaccl authors.
 // bootstrap_bench: the side-channel all-gather alone, ranks as threads.
 //
-//   bootstrap_bench [--channel inproc|tcp://127.0.0.1:P|file:///dir|redis://..]
+//   bootstrap_bench [--channel ideal|inproc|tcp://127.0.0.1:P|file:///dir|..]
 //                   [--ranks 2,8,64,1024] [--bytes 64] [--calls 20]
 //
 // For each N: N threads, each with its own detail::SideChannel (framing and
-// checks included, exactly what init uses) over either a shared
-// detail::InProcessHub (inproc: the cost of the framing and of N-way
-// synchronization, no I/O) or a real channel built from a URI (each thread
-// connects like a process would). All threads start together; the first
-// call (connect + first all-gather) is timed apart from the next `calls`
-// calls of `bytes` bytes each. One JSON line per N: the slowest rank's first
-// call and its mean per later call, and the median rank's mean.
+// checks included, exactly what init uses) over a shared
+// detail::InProcessHub (inproc: the framing and N-way synchronization on
+// one mutex, no I/O), over `ideal` (every rank copies its part into one
+// buffer and everyone's out of it between barriers: the least an all-gather
+// can cost, so what is left is the framing and the memory each rank must
+// fill, N * 256 bytes), or over a real channel built from a URI (each
+// thread connects like a process would). All threads start together; the
+// first call (connect + first all-gather) is timed apart from the next
+// `calls` calls of `bytes` bytes each. One JSON line per N: the slowest
+// rank's first call and its mean per later call, the median rank's mean,
+// and the first call's median, 90th percentile and slowest over the ranks.
+// --raw calls the channel's all-gather directly (`bytes` per rank, no
+// SideChannel frame around it): the transport alone.
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -40,12 +46,13 @@ struct Options {
   std::vector<int> ranks{2, 8, 64, 256, 1024};
   size_t bytes = 64;
   int calls = 20;
+  bool raw = false;  // the channel's all-gather without SideChannel framing
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: bootstrap_bench [--channel inproc|URI] [--ranks "
-               "2,8,...] [--bytes B] [--calls K]\n");
+               "usage: bootstrap_bench [--channel ideal|inproc|URI] [--ranks "
+               "2,8,...] [--bytes B] [--calls K] [--raw]\n");
   std::exit(2);
 }
 
@@ -70,6 +77,8 @@ Options parse(int argc, char** argv) {
       o.bytes = std::strtoul(next().c_str(), nullptr, 10);
     } else if (a == "--calls") {
       o.calls = std::atoi(next().c_str());
+    } else if (a == "--raw") {
+      o.raw = true;
     } else {
       usage();
     }
@@ -78,6 +87,62 @@ Options parse(int argc, char** argv) {
     usage();
   return o;
 }
+
+// A barrier whose waiters wake together (std::barrier: the phase word is
+// one futex). A mutex and condition variable wake them one after another,
+// each a context switch: on 2 loaded cores that chain took minutes at 1024
+// threads.
+class Gate {
+ public:
+  explicit Gate(int n) : n_(n) {}
+  // The last thread to arrive runs last() before releasing the others.
+  template <class F>
+  void arrive_and_wait(F last) {
+    const uint64_t gen = gen_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      last();
+      arrived_.store(0, std::memory_order_relaxed);
+      gen_.store(gen + 1, std::memory_order_release);
+      gen_.notify_all();
+      return;
+    }
+    while (gen_.load(std::memory_order_acquire) == gen) {
+      gen_.wait(gen, std::memory_order_acquire);
+    }
+  }
+  void arrive_and_wait() {
+    arrive_and_wait([] {});
+  }
+
+ private:
+  int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint64_t> gen_{0};
+};
+
+// The ideal all-gather among threads (see the header).
+class Ideal {
+ public:
+  explicit Ideal(int n) : n_(n), gate_(n) {}
+  jaccl::AllGatherFn for_rank(int rank) {
+    return [this, rank](const char* src, char* dst, size_t len) {
+      gate_.arrive_and_wait([&] {
+        if (buf_.size() < len * static_cast<size_t>(n_)) {
+          buf_.resize(len * static_cast<size_t>(n_));
+        }
+      });
+      std::memcpy(buf_.data() + static_cast<size_t>(rank) * len, src, len);
+      gate_.arrive_and_wait();
+      std::memcpy(dst, buf_.data(), len * static_cast<size_t>(n_));
+      gate_.arrive_and_wait();  // everyone has read before the next call
+    };
+  }
+
+ private:
+  int n_;
+  std::vector<char> buf_;
+  Gate gate_;
+};
 
 struct RankResult {
   double first_us = 0;  // connect + first all-gather
@@ -92,22 +157,31 @@ int main(int argc, char** argv) {
   int job = 0;
   for (int n : o.ranks) {
     std::shared_ptr<jaccl::detail::InProcessHub> hub;
+    std::unique_ptr<Ideal> ideal;
     if (o.channel == "inproc")
       hub = jaccl::detail::InProcessHub::create(n, Millis(120000));
+    if (o.channel == "ideal")
+      ideal = std::make_unique<Ideal>(n);
     std::string job_id =
         "bb" + std::to_string(::getpid()) + "x" + std::to_string(job++);
     std::vector<RankResult> res(static_cast<size_t>(n));
-    std::barrier start(n);
+    Gate start(n);
     std::mutex err_mu;
     std::string first_error;
     auto body = [&](int rank) {
       RankResult& r = res[static_cast<size_t>(rank)];
+      // The caller's buffers are the caller's: filled before the clock
+      // starts, like an application's would be.
+      std::vector<char> mine(o.bytes, static_cast<char>(rank));
+      std::vector<char> all(o.bytes * static_cast<size_t>(n), 1);
       try {
         start.arrive_and_wait();
         auto t0 = Clock::now();
         jaccl::AllGatherFn fn;
         if (hub) {
           fn = hub->for_rank(rank);
+        } else if (ideal) {
+          fn = ideal->for_rank(rank);
         } else {
           jaccl::detail::SideChannelSpec spec;
           spec.uri = o.channel;
@@ -119,12 +193,17 @@ int main(int argc, char** argv) {
         }
         jaccl::detail::SideChannel sc(rank, n, /*fingerprint=*/0, fn, "bench",
                                       Millis(120000), /*guarded=*/false);
-        std::vector<char> mine(o.bytes, static_cast<char>(rank));
-        std::vector<char> all(o.bytes * static_cast<size_t>(n));
-        sc.all_gather(mine.data(), all.data(), o.bytes);
+        auto gather = [&] {
+          if (o.raw) {
+            fn(mine.data(), all.data(), o.bytes);
+          } else {
+            sc.all_gather(mine.data(), all.data(), o.bytes);
+          }
+        };
+        gather();
         auto t1 = Clock::now();
         for (int k = 0; k < o.calls; ++k)
-          sc.all_gather(mine.data(), all.data(), o.bytes);
+          gather();
         auto t2 = Clock::now();
         for (int q = 0; q < n; ++q)
           r.ok = r.ok &&
@@ -134,7 +213,11 @@ int main(int argc, char** argv) {
                     o.calls;
         // The channel (sockets, records) is torn down when sc and fn go;
         // keep every rank until all have finished reading.
-        sc.leave_barrier();
+        if (o.raw) {
+          gather();
+        } else {
+          sc.leave_barrier();
+        }
       } catch (const std::exception& e) {
         r.ok = false;
         std::lock_guard<std::mutex> lk(err_mu);
@@ -161,12 +244,15 @@ int main(int argc, char** argv) {
     std::sort(means.begin(), means.end());
     std::sort(firsts.begin(), firsts.end());
     std::printf(
-        "{\"channel\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"calls\":%d,"
+        "{\"channel\":\"%s\",\"raw\":%s,\"ranks\":%d,\"bytes\":%zu,"
+        "\"calls\":%d,"
         "\"first_call_max_us\":%.1f,\"call_mean_max_us\":%.1f,"
-        "\"call_mean_median_us\":%.1f,\"wall_ms\":%.1f,\"ok\":%s}\n",
-        o.channel.substr(0, o.channel.find(':')).c_str(), n, o.bytes, o.calls,
-        firsts.back(), means.back(), means[means.size() / 2], wall_ms,
-        ok ? "true" : "false");
+        "\"call_mean_median_us\":%.1f,\"first_call_median_us\":%.1f,"
+        "\"first_call_p90_us\":%.1f,\"wall_ms\":%.1f,\"ok\":%s}\n",
+        o.channel.substr(0, o.channel.find(':')).c_str(),
+        o.raw ? "true" : "false", n, o.bytes, o.calls, firsts.back(),
+        means.back(), means[means.size() / 2], firsts[firsts.size() / 2],
+        firsts[firsts.size() * 9 / 10], wall_ms, ok ? "true" : "false");
     std::fflush(stdout);
     if (!ok) {
       std::fprintf(stderr, "bootstrap_bench: %d ranks failed: %s\n", n,

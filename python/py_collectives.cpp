@@ -179,6 +179,19 @@ void check_peer(const GroupHandle& g, int peer, const char* fn,
   }
 }
 
+// all_reduce's and reduce's op= names, as include/jaccl/reduce_op.h's
+// reduce_op_name gives them.
+ReduceOp reduce_op_named(const std::string& name, const char* fn) {
+  for (auto op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod,
+                  ReduceOp::BitAnd, ReduceOp::BitOr, ReduceOp::BitXor}) {
+    if (name == reduce_op_name(op)) {
+      return op;
+    }
+  }
+  throw py::value_error(std::string("jaccl.") + fn + ": unknown op '" + name +
+                        "' (sum, max, min, prod, bitand, bitor, bitxor)");
+}
+
 enum class Op { Sum, Max, Min };
 
 py::array reduce(Op op, const py::object& x, const py::object& group,
@@ -206,6 +219,84 @@ py::array reduce(Op op, const py::object& x, const py::object& group,
         break;
     }
   });
+  return out;
+}
+
+py::array all_reduce(const py::object& x, const std::string& op_name,
+                     const py::object& group, const py::object& dtype) {
+  const ReduceOp op = reduce_op_named(op_name, "all_reduce");
+  auto g = resolve_group(group);
+  py::array in = as_array(x, "all_reduce");
+  int dt = jaccl_dtype(in.dtype(), dtype, "all_reduce");
+  py::array out = empty_like(in);
+  size_t n = nbytes(in);
+  if (n == 0) {
+    return out;
+  }
+  const void* src = in.data();
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) { grp.all_reduce(src, dst, n, dt, op); });
+  return out;
+}
+
+// The result on the root, None on the other ranks.
+py::object rooted_reduce(const py::object& x, int root,
+                         const std::string& op_name, const py::object& group,
+                         const py::object& dtype) {
+  const ReduceOp op = reduce_op_named(op_name, "reduce");
+  auto g = resolve_group(group);
+  check_peer(*g, root, "reduce", "root", true);
+  py::array in = as_array(x, "reduce");
+  int dt = jaccl_dtype(in.dtype(), dtype, "reduce");
+  const bool me_root = g->rank() == root;
+  py::array out = empty_like(in);
+  const size_t n = nbytes(in);
+  if (n > 0) {
+    const void* src = in.data();
+    void* dst = me_root ? out.mutable_data() : nullptr;
+    g->run([&](Group& grp) { grp.reduce(src, dst, n, dt, op, root); });
+  }
+  return me_root ? py::object(out) : py::object(py::none());
+}
+
+py::object gather(const py::object& x, int root, const py::object& group) {
+  auto g = resolve_group(group);
+  check_peer(*g, root, "gather", "root", true);
+  py::array in = as_array(x, "gather");
+  jaccl_dtype(in.dtype(), py::none(), "gather");
+  const bool me_root = g->rank() == root;
+  auto shape = shape_of(in);
+  if (shape.empty()) {
+    shape.push_back(g->size());
+  } else {
+    shape[0] *= g->size();
+  }
+  py::array out(in.dtype(), me_root ? shape : std::vector<py::ssize_t>{0});
+  const size_t n = nbytes(in);
+  const void* src = in.data();
+  void* dst = me_root ? out.mutable_data() : nullptr;
+  g->run([&](Group& grp) { grp.gather(src, dst, n, root); });
+  return me_root ? py::object(out) : py::object(py::none());
+}
+
+py::array scatter(const py::object& x, int root, const py::object& group) {
+  auto g = resolve_group(group);
+  check_peer(*g, root, "scatter", "root", true);
+  py::array in = as_array(x, "scatter");
+  jaccl_dtype(in.dtype(), py::none(), "scatter");
+  auto shape = shape_of(in);
+  if (shape.empty() || shape[0] % g->size() != 0) {
+    usage("scatter: the input's first axis (" +
+          (shape.empty() ? std::string("none: a 0-d array")
+                         : std::to_string(shape[0])) +
+          ") must be divisible by the group size " + std::to_string(g->size()));
+  }
+  shape[0] /= g->size();
+  py::array out(in.dtype(), shape);
+  const size_t n = nbytes(out);
+  const void* src = g->rank() == root ? in.data() : nullptr;
+  void* dst = out.mutable_data();
+  g->run([&](Group& grp) { grp.scatter(src, dst, n, root); });
   return out;
 }
 
@@ -439,6 +530,23 @@ void bind_collectives(py::module_& m) {
       },
       py::arg("x"), py::kw_only(), group, dtype,
       "Element-wise minimum over all ranks.");
+  m.def("all_reduce", &all_reduce, py::arg("x"), py::arg("op") = "sum",
+        py::kw_only(), group, dtype,
+        "Element-wise reduction over all ranks with op: 'sum', 'max', "
+        "'min', 'prod', 'bitand', 'bitor' or 'bitxor' (the bitwise ops take "
+        "integer and bool arrays); returns a new array like x.");
+  m.def("reduce", &rooted_reduce, py::arg("x"), py::arg("root"),
+        py::arg("op") = "sum", py::kw_only(), group, dtype,
+        "all_reduce whose result only root gets: root returns it, the other "
+        "ranks None.");
+  m.def("gather", &gather, py::arg("x"), py::arg("root"), py::kw_only(), group,
+        "Every rank's x concatenated along axis 0 on root (as all_gather); "
+        "the other ranks get None. Every rank passes the same shape.");
+  m.def("scatter", &scatter, py::arg("x"), py::arg("root"), py::kw_only(),
+        group,
+        "root's x split in size() parts along axis 0; rank r gets part r. "
+        "Every rank passes an array of the same shape and dtype; only root's "
+        "content is used.");
   m.def("all_gather", &all_gather, py::arg("x"), py::kw_only(), group,
         "Every rank's x concatenated along axis 0, in rank order (a 0-d x "
         "gives shape (size,)).");

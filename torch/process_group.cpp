@@ -122,17 +122,17 @@ void ProcessGroupJaccl::shutdown_all() {
 
 namespace {
 
-// Runs an op on this thread, completing its Work with the outcome.
+// Runs an op on this thread; returns its outcome for the op's Work.
 template <class F>
-void run_op(JacclWork& work, const char* name, F& run) {
+std::exception_ptr run_op(const char* name, F& run) {
   std::exception_ptr error;
   try {
     run();
   } catch (const jaccl::Error& e) {
     // Of the same kind and fields, so that Python sees
     // jaccl_torch.<Kind>Error (module.cpp) with e's rank and peers.
-    error = jaccl::with_context(e, std::string("jaccl_torch: ") + name +
-                                       " failed: ");
+    error = jaccl::with_context(
+        e, std::string("jaccl_torch: ") + name + " failed: ");
   } catch (const std::exception& e) {
     // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
     error = std::make_exception_ptr(std::runtime_error(
@@ -140,7 +140,7 @@ void run_op(JacclWork& work, const char* name, F& run) {
   } catch (...) {
     error = std::current_exception();
   }
-  work.complete(error);
+  return error;
 }
 
 }  // namespace
@@ -164,11 +164,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
     }
     busy_ = true;  // ops issued meanwhile queue up behind this one
   }
+  std::exception_ptr error;
   {
     // Ops copy into and out of user tensors: data movement, not something
     // autograd should record.
     at::NoGradGuard no_grad;
-    run_op(*work, name, run);
+    error = run_op(name, run);
   }
   bool queued;
   {
@@ -178,6 +179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
   }
   if (queued)
     cv_.notify_one();
+  work->complete(error);
   return work;
 }
 
@@ -197,12 +199,16 @@ void ProcessGroupJaccl::worker_loop() {
       queue_.pop_front();
       busy_ = true;
     }
-    run_op(*task.work, task.name, task.run);
+    auto error = run_op(task.name, task.run);
+    auto work = std::move(task.work);
     task = Task{};  // the op's tensors are dropped before the next op starts
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
     }
+    // Completed once the group is idle again: a caller woken by wait()
+    // finds it idle, and its next small op runs inline.
+    work->complete(error);
   }
 }
 
@@ -224,31 +230,22 @@ void ProcessGroupJaccl::allreduce_dense(at::Tensor& t, const ReduceOp& op) {
     case ReduceOp::MIN:
       group_->all_min(p, p, n, dt);
       return;
+    case ReduceOp::PRODUCT:
+      group_->all_reduce(p, p, n, dt, jaccl::ReduceOp::Prod);
+      return;
+    case ReduceOp::BAND:
+      group_->all_reduce(p, p, n, dt, jaccl::ReduceOp::BitAnd);
+      return;
+    case ReduceOp::BOR:
+      group_->all_reduce(p, p, n, dt, jaccl::ReduceOp::BitOr);
+      return;
+    case ReduceOp::BXOR:
+      group_->all_reduce(p, p, n, dt, jaccl::ReduceOp::BitXor);
+      return;
     default:
-      break;
+      TORCH_CHECK(false, "jaccl_torch: unsupported reduce op ",
+                  static_cast<int>(op.op_));
   }
-  // PRODUCT, BAND, BOR, BXOR (jaccl has no such reduction): all-gather, then
-  // every rank reduces the inputs in rank order, so all hold the same bytes.
-  at::Tensor all = at::empty({size_, t.numel()}, t.options());
-  group_->all_gather(p, all.data_ptr(), n);
-  at::Tensor acc = all[0].clone();
-  for (int r = 1; r < size_; ++r) {
-    switch (op.op_) {
-      case ReduceOp::PRODUCT:
-        acc.mul_(all[r]);
-        break;
-      case ReduceOp::BAND:
-        acc.bitwise_and_(all[r]);
-        break;
-      case ReduceOp::BOR:
-        acc.bitwise_or_(all[r]);
-        break;
-      default:
-        acc.bitwise_xor_(all[r]);
-        break;
-    }
-  }
-  t.view({-1}).copy_(acc);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::allreduce(
@@ -356,14 +353,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::gather(
     TORCH_CHECK(outputs.empty(),
                 "jaccl_torch: gather: only the root passes a gather list");
   }
-  // An all-gather (jaccl has no gather); the root copies the parts out.
   return submit(c10d::OpType::GATHER, "gather", outs, nbytes(in) * size_,
                 [this, in, outs, root] {
                   Dense d(in);
-                  at::Tensor all = at::empty({size_, in.numel()}, in.options());
-                  group_->all_gather(d.ptr(), all.data_ptr(), d.bytes());
-                  if (rank_ != root)
+                  if (rank_ != root) {
+                    group_->gather(d.ptr(), nullptr, d.bytes(), root);
                     return;
+                  }
+                  at::Tensor all = at::empty({size_, in.numel()}, in.options());
+                  group_->gather(d.ptr(), all.data_ptr(), d.bytes(), root);
                   for (int r = 0; r < size_; ++r) {
                     outs[r].copy_(all[r].view(outs[r].sizes()));
                   }
@@ -389,23 +387,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::scatter(
     TORCH_CHECK(inputs.empty(),
                 "jaccl_torch: scatter: only the root passes a scatter list");
   }
-  // jaccl has no scatter: the root sends each rank its part, in rank order.
   return submit(c10d::OpType::SCATTER, "scatter", {out}, nbytes(out) * size_,
                 [this, out, ins, root] {
-                  if (rank_ != root) {
-                    Dense d(out);
-                    group_->recv(d.ptr(), d.bytes(), root);
-                    d.write_back();
-                    return;
-                  }
-                  for (int r = 0; r < size_; ++r) {
-                    if (r == root) {
-                      out.copy_(ins[r].view(out.sizes()));
-                      continue;
+                  Dense d(out);
+                  at::Tensor all;
+                  if (rank_ == root) {
+                    all = at::empty({size_, out.numel()}, out.options());
+                    for (int r = 0; r < size_; ++r) {
+                      all[r].copy_(ins[r].reshape({-1}));
                     }
-                    Dense d(ins[r]);
-                    group_->send(d.ptr(), d.bytes(), r);
                   }
+                  group_->scatter(rank_ == root ? all.data_ptr() : nullptr,
+                                  d.ptr(), d.bytes(), root);
+                  d.write_back();
                 });
 }
 

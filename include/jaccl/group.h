@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 
+#include "jaccl/reduce_op.h"
 #include "jaccl/types.h"
 
 namespace jaccl {
@@ -74,6 +75,32 @@ class Group {
   virtual void all_to_allv(const void* input,
                            std::span<const size_t> send_counts, void* output,
                            std::span<const size_t> recv_counts);
+
+  // Element-wise reduction of every rank's input with op (reduce_op.h);
+  // ReduceOp::Sum is all_sum. Buffers as all_sum's: the same (in place) or
+  // disjoint. jaccl's groups run every op on their own algorithms; the
+  // default (for Group implementations outside jaccl) runs Sum/Max/Min as
+  // all_sum/all_max/all_min and the others as an all_gather reduced in
+  // rank order.
+  virtual void all_reduce(const void* input, void* output, size_t n_bytes,
+                          int dtype, ReduceOp op);
+
+  // Rooted ops, MPI's Reduce, Gather and Scatter. Every rank names the same
+  // root. The root's output (reduce, gather) and input (scatter) may be null
+  // on the other ranks.
+  // reduce: root's output holds the reduction of every rank's input (n_bytes
+  // each); in place (input == output) on the root, or disjoint.
+  virtual void reduce(const void* input, void* output, size_t n_bytes,
+                      int dtype, ReduceOp op, int root);
+  // gather: root's output holds size() blocks of n_bytes, block r from rank
+  // r. scatter: root's input holds size() blocks; rank r receives block r
+  // in output. Input and output must not overlap. Built on all_to_allv, so
+  // ranks that disagree on the root or the size fail alike with a
+  // ProtocolError before any data moves.
+  virtual void gather(const void* input, void* output, size_t n_bytes,
+                      int root);
+  virtual void scatter(const void* input, void* output, size_t n_bytes,
+                       int root);
 };
 
 }  // namespace jaccl

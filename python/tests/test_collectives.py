@@ -281,3 +281,59 @@ def test_all_to_all_errors(world):
     assert str(e) == f"[jaccl] rank {RANK}: {e.detail}"
     y = jaccl.all_to_all(np.arange(SIZE, dtype=np.int64) + 10 * RANK)
     check(y, np.arange(SIZE, dtype=np.int64) * 10 + RANK)
+
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+              np.uint32, np.uint64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_all_reduce_prod(world, dtype):
+    if dtype == np.bool_:
+        xs = inputs(dtype)
+    else:  # 1..3, so every product is exact in every dtype
+        xs = [((data(r, np.int64) % 3) + 1).astype(dtype) for r in range(SIZE)]
+    y = jaccl.all_reduce(xs[RANK], "prod")
+    if dtype == np.bool_:
+        want = np.logical_and.reduce(xs)
+    else:
+        want = xs[0].copy()
+        for x in xs[1:]:
+            want = (want * x).astype(dtype)
+    check(y, want)
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES + [np.bool_],
+                         ids=[np.dtype(d).name for d in INT_DTYPES] + ["bool"])
+def test_all_reduce_bitwise(world, dtype):
+    xs = inputs(dtype)
+    for op, fn in (("bitand", np.bitwise_and), ("bitor", np.bitwise_or),
+                   ("bitxor", np.bitwise_xor)):
+        check(jaccl.all_reduce(xs[RANK], op), fn.reduce(xs))
+    # The others by name match the dedicated calls.
+    check(jaccl.all_reduce(xs[RANK], "max"), jaccl.all_max(xs[RANK]))
+
+
+def test_all_reduce_errors(world):
+    with pytest.raises(ValueError, match="unknown op 'avg'"):
+        jaccl.all_reduce(np.ones(3), "avg")
+    with pytest.raises(jaccl.UsageError, match="bitor"):
+        jaccl.all_reduce(np.ones(3, dtype=np.float32), "bitor")
+    check(jaccl.all_sum(np.ones(3)), np.full(3, float(SIZE)))  # still works
+
+
+@pytest.mark.parametrize("root", range(SIZE))
+def test_rooted_ops(world, root):
+    xs = inputs(np.int32)
+    r = jaccl.reduce(xs[RANK], root, "max")
+    g = jaccl.gather(xs[RANK], root)
+    if RANK == root:
+        check(r, np.maximum.reduce(xs))
+        check(g, np.concatenate(xs))
+    else:
+        assert r is None and g is None
+    full = np.arange(SIZE * 4 * 2, dtype=np.float32).reshape(SIZE * 4, 2)
+    part = jaccl.scatter(full if RANK == root else np.zeros_like(full), root)
+    check(part, full[RANK * 4:(RANK + 1) * 4])
+    with pytest.raises(jaccl.UsageError, match="root"):
+        jaccl.gather(xs[RANK], SIZE)

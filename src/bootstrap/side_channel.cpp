@@ -121,6 +121,15 @@ SideChannel::SideChannel(int rank, int size, uint64_t fingerprint,
   }
 }
 
+char* SideChannel::gathered(size_t bytes) {
+  if (bytes > gathered_size_) {
+    // Not zeroed: the all-gather writes every byte.
+    gathered_.reset(new char[bytes]);
+    gathered_size_ = bytes;
+  }
+  return gathered_.get();
+}
+
 void SideChannel::raw_call(const char* src, char* dst, size_t n) {
   ErrorContext ctx{.rank = rank_};
   std::string what = "side-channel all-gather #" + std::to_string(seq_) + " (" +
@@ -152,16 +161,18 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   ErrorContext ctx{.rank = rank_};
   std::string call = "side-channel call #" + std::to_string(seq_) + " (" +
                      description_ + "): ";
-  std::vector<Header> h(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    std::memcpy(&h[r], frames + static_cast<size_t>(r) * stride,
-                sizeof(Header));
-  }
+  // Read in place: a copy of every header per call is O(size) more memory
+  // at every rank.
+  auto header = [&](int r) {
+    Header x;
+    std::memcpy(&x, frames + static_cast<size_t>(r) * stride, sizeof(Header));
+    return x;
+  };
   std::vector<int> garbage, bad_version;
   for (int r = 0; r < size_; ++r) {
-    if (h[r].magic != kFrameMagic) {
+    if (header(r).magic != kFrameMagic) {
       garbage.push_back(r);
-    } else if (h[r].version != kFrameVersion) {
+    } else if (header(r).version != kFrameVersion) {
       bad_version.push_back(r);
     }
   }
@@ -182,16 +193,16 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   // Slot r must come from rank r, and be the same process that filled it
   // for us if r is our own rank.
   for (int r = 0; r < size_; ++r) {
-    if (h[r].rank != r) {
+    if (header(r).rank != r) {
       raise(ErrorKind::Protocol,
             call + "the slot of " + rank_ref(r) + " holds the input of " +
-                rank_ref(h[r].rank) +
+                rank_ref(header(r).rank) +
                 ": two processes claim one rank, or the all-gather returns " +
                 "inputs out of rank order",
             ctx);
     }
   }
-  if (h[rank_].instance != instance_) {
+  if (header(rank_).instance != instance_) {
     raise(ErrorKind::Config,
           call + "another process also claims " + rank_ref(rank_) +
               " (its input replaced ours)",
@@ -199,20 +210,21 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
   std::vector<int> other_size, other_seq, other_n, other_fp;
   for (int r = 0; r < size_; ++r) {
-    if (h[r].size != size_)
+    const Header x = header(r);
+    if (x.size != size_)
       other_size.push_back(r);
-    if (h[r].seq != seq_ || h[r].phase != phase)
+    if (x.seq != seq_ || x.phase != phase)
       other_seq.push_back(r);
-    if (h[r].n_bytes != n_bytes)
+    if (x.n_bytes != n_bytes)
       other_n.push_back(r);
-    if (h[r].fingerprint != fingerprint_)
+    if (x.fingerprint != fingerprint_)
       other_fp.push_back(r);
   }
   if (!other_size.empty()) {
     int r = other_size.front();
     raise(ErrorKind::Config,
           call + ranks_ref(other_size) + verb(other_size, " runs", " run") +
-              " with group size " + std::to_string(h[r].size) +
+              " with group size " + std::to_string(header(r).size) +
               " but this rank has size " + std::to_string(size_),
           ctx);
   }
@@ -220,7 +232,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
     int r = other_seq.front();
     raise(ErrorKind::Protocol,
           call + ranks_ref(other_seq) + verb(other_seq, " is", " are") +
-              " at call #" + std::to_string(h[r].seq) +
+              " at call #" + std::to_string(header(r).seq) +
               " while this rank is at this one: ranks are out of step (a "
               "rank made an extra or a missing side-channel call)",
           ctx);
@@ -229,7 +241,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
     int r = other_n.front();
     raise(ErrorKind::Protocol,
           call + ranks_ref(other_n) + " passed n_bytes=" +
-              std::to_string(h[r].n_bytes) + " but this rank passed " +
+              std::to_string(header(r).n_bytes) + " but this rank passed " +
               std::to_string(n_bytes) + " (every rank must pass the same size)",
           ctx);
   }
@@ -238,7 +250,8 @@ void SideChannel::check_frames(const char* frames, size_t stride,
     raise(ErrorKind::Config,
           call + ranks_ref(other_fp) + verb(other_fp, " has", " have") +
               " a different configuration from this rank (differs in: " +
-              ConfigFingerprint::diff(h[r].fingerprint, fingerprint_) + ")",
+              ConfigFingerprint::diff(header(r).fingerprint, fingerprint_) +
+              ")",
           ctx);
   }
 }
@@ -256,19 +269,18 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
               size_,       fingerprint_,  instance_};
 
   std::vector<char> frame(kFrameBytes, 0);
-  std::vector<char> frames(kFrameBytes * P);
+  char* frames = gathered(kFrameBytes * P);
   std::memcpy(frame.data(), &mine, sizeof(mine));
   if (n <= kInlineBytes && n > 0) {
     std::memcpy(frame.data() + kHeaderBytes, src, n);
   }
-  raw_call(frame.data(), frames.data(), kFrameBytes);
-  check_frames(frames.data(), kFrameBytes, n, 1);
+  raw_call(frame.data(), frames, kFrameBytes);
+  check_frames(frames, kFrameBytes, n, 1);
 
   char* out = static_cast<char*>(dst);
   if (n <= kInlineBytes) {
     for (size_t r = 0; r < P && n > 0; ++r) {
-      std::memcpy(out + r * n, frames.data() + r * kFrameBytes + kHeaderBytes,
-                  n);
+      std::memcpy(out + r * n, frames + r * kFrameBytes + kHeaderBytes, n);
     }
     ++seq_;
     return;
@@ -279,11 +291,11 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
   std::vector<char> big(stride);
   std::memcpy(big.data(), &mine, sizeof(mine));
   std::memcpy(big.data() + kHeaderBytes, src, n);
-  std::vector<char> all(stride * P);
-  raw_call(big.data(), all.data(), stride);
-  check_frames(all.data(), stride, n, 2);
+  char* all = gathered(stride * P);
+  raw_call(big.data(), all, stride);
+  check_frames(all, stride, n, 2);
   for (size_t r = 0; r < P; ++r) {
-    std::memcpy(out + r * n, all.data() + r * stride + kHeaderBytes, n);
+    std::memcpy(out + r * n, all + r * stride + kHeaderBytes, n);
   }
   ++seq_;
 }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -92,6 +93,11 @@ class SideChannel {
 
  private:
   void raw_call(const char* src, char* dst, size_t n);
+  // The buffer the frames are gathered into, kept between calls: at
+  // thousands of ranks a fresh size * 256-byte buffer per call (mapped,
+  // zeroed, faulted in, unmapped, by every rank) cost more than any
+  // transport.
+  char* gathered(size_t bytes);
   void check_frames(const char* frames, size_t stride, uint64_t n_bytes,
                     uint16_t phase);
 
@@ -105,6 +111,8 @@ class SideChannel {
   bool user_supplied_;
   std::mutex mu_;
   uint64_t seq_ = 0;
+  std::unique_ptr<char[]> gathered_;
+  size_t gathered_size_ = 0;
 };
 
 }  // namespace jaccl::detail

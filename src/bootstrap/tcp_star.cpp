@@ -29,6 +29,10 @@ using star::kRequestBytes;
 // report (which names the missing ranks) wins over a vaguer local timeout
 // when both deadlines expire together.
 constexpr Millis kReplyGrace{2000};
+// The coordinator connection's receive buffer (see dial()).
+constexpr int kReceiveBuffer = 4 << 20;
+// Handshakes rank 0 may break off before a rank gives up (see dial()).
+constexpr int kHandshakeRetries = 3;
 
 class Client {
  public:
@@ -63,40 +67,79 @@ class Client {
     return {.rank = o_.rank, .peer = 0, .address = address_};
   }
 
+  // Waits between refused dials grow to this: a mass start must not flood
+  // rank 0's kernel with SYNs (about size / 8 per millisecond at most), a
+  // small job reconnects within 100 ms of rank 0 coming up.
+  Millis max_backoff() const {
+    return Millis(std::clamp(o_.size / 8, 100, 1000));
+  }
+
   void dial(const Deadline& dl) {
     const ErrorContext ctx = client_ctx();
     const SockAddr addr = resolve(hp_, o_.rank);
-    Fd fd = connect_with_retry(
-        addr, dl, ctx,
-        [&](int attempt, int err) {
-          if (attempt == 0) {
-            // Workers often start before rank 0: expected, not an error.
-            JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
-                                    << " not reachable yet ("
-                                    << std::strerror(err)
-                                    << "); retrying for up to "
-                                    << format_duration(o_.timeout));
-          }
-        },
-        timeout_text() +
-            " waiting for the coordinator to accept a connection (is rank 0 "
-            "running at JACCL_COORDINATOR?)");
-    set_nodelay(fd.get());
     Hello me;
     me.channel = Channel::Coordinator;
     me.rank = o_.rank;
     me.size = o_.size;
     me.job = job_;
-    me.nonce = random_nonce();
-    try {
-      client_handshake(fd.get(), me, o_.token, dl, ctx);
-    } catch (const TimeoutError&) {
-      raise(ErrorKind::Timeout,
-            timeout_text() + " waiting for the coordinator to finish the " +
-                "connection handshake",
-            ctx);
+    for (int attempt = 0;; ++attempt) {
+      Fd fd = connect_with_retry(
+          addr, dl, ctx,
+          [&](int tries, int err) {
+            if (tries == 0 && attempt == 0) {
+              // Workers often start before rank 0: expected, not an error.
+              JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                                      << " not reachable yet ("
+                                      << std::strerror(err)
+                                      << "); retrying for up to "
+                                      << format_duration(o_.timeout));
+            }
+          },
+          timeout_text() +
+              " waiting for the coordinator to accept a connection (is rank "
+              "0 running at JACCL_COORDINATOR?)" +
+              (attempt > 0 ? "; it closed " + std::to_string(attempt) +
+                                 " earlier connection(s) during the "
+                                 "handshake (last: " +
+                                 dropped_ + ")"
+                           : std::string()),
+          max_backoff());
+      set_nodelay(fd.get());
+      // Room for a whole result, so rank 0 writes it in one go and we wake
+      // once (recv_body); the kernel caps it at rmem_max.
+      const int rcvbuf = kReceiveBuffer;
+      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+      me.nonce = random_nonce();
+      try {
+        client_handshake(fd.get(), me, o_.token, dl, ctx);
+      } catch (const TimeoutError&) {
+        raise(ErrorKind::Timeout,
+              timeout_text() + " waiting for the coordinator to finish the " +
+                  "connection handshake",
+              ctx);
+      } catch (const PeerLostError& e) {
+        // Closed before its verdict: rank 0 dropped a handshake it could
+        // not serve in time (a mass start on a loaded host). Dial again, a
+        // few times: a peer that always hangs up is not a coordinator.
+        if (attempt >= kHandshakeRetries) {
+          raise(ErrorKind::PeerLost,
+                "the coordinator closed " + std::to_string(attempt + 1) +
+                    " connections in a row during the handshake (is "
+                    "JACCL_COORDINATOR a jaccl coordinator of this "
+                    "version?); last: " +
+                    e.what(),
+                ctx);
+        }
+        dropped_ = e.what();
+        JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                                << " closed the connection during the "
+                                << "handshake; dialing again");
+        sleep_for_retry(attempt, dl, max_backoff());
+        continue;
+      }
+      coord_ = std::move(fd);
+      return;
     }
-    coord_ = std::move(fd);
   }
 
   // recv_all with the coordinator named in the errors.
@@ -126,7 +169,7 @@ class Client {
       dial(Deadline::after(o_.timeout));
     }
     const int fd = coord_.get();
-    const auto req = star::encode_request(n);
+    const auto req = star::encode_request(n, star::kAcceptsCoded);
     // Send while watching for an early reply: rank 0 answers a size mismatch
     // or a lost rank with an error frame without reading the rest, and we
     // must not sit blocked in send() meanwhile.
@@ -166,14 +209,74 @@ class Client {
       raise(h->kind, "coordinator reports: " + msg, {.rank = o_.rank});
     }
     const size_t want = n * static_cast<size_t>(o_.size);
-    if (early || h->length != want) {
+    const bool coded = (h->flags & star::kCoded) != 0;
+    if (early || (coded ? h->length > want : h->length != want)) {
       raise(ErrorKind::Protocol,
             "the coordinator's reply to " + call_name() + " holds " +
-                std::to_string(h->length) + " bytes, expected " +
+                std::to_string(h->length) + (coded ? " coded" : "") +
+                " bytes, expected " + (coded ? "at most " : "") +
                 std::to_string(want),
             client_ctx());
     }
-    recv_reply(dst, want, dl);
+    if (!coded) {
+      recv_body(dst, want, dl);
+      return;
+    }
+    coded_.resize(h->length);
+    recv_body(reinterpret_cast<char*>(coded_.data()), coded_.size(), dl);
+    if (!star::decode_parts(coded_, n, dst, want, &why)) {
+      raise(ErrorKind::Protocol,
+            "the coordinator's coded reply to " + call_name() +
+                " is malformed: " + why,
+            client_ctx());
+    }
+  }
+
+  // The result, woken once it has (nearly) all arrived rather than once per
+  // segment: SO_RCVLOWAT holds poll() until that much is readable. With
+  // thousands of ranks on few cores, a wake-up per segment per rank kept
+  // every rank runnable and starved rank 0, which feeds them all.
+  void recv_body(char* dst, size_t want, const Deadline& dl) {
+    const int fd = coord_.get();
+    size_t done = 0;
+    int lowat = 1;
+    while (done < want) {
+      ssize_t k = ::recv(fd, dst + done, std::min(want - done, kMaxIoSlice),
+                         MSG_DONTWAIT);
+      if (k > 0) {
+        done += static_cast<size_t>(k);
+        continue;
+      }
+      if (k < 0 && errno == EINTR) {
+        continue;
+      }
+      if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        recv_reply(dst + done, want - done, dl);  // names the loss
+        break;
+      }
+      // At most a quarter of the receive buffer: the window (about half of
+      // it) must let that much in, or the sender stalls on a zero window
+      // while we wait for bytes it cannot send.
+      int rcvbuf = 0;
+      socklen_t len = sizeof(rcvbuf);
+      ::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len);
+      const int need = static_cast<int>(
+          std::clamp<size_t>(want - done, 1, std::max(rcvbuf / 4, 1)));
+      if (need != lowat &&
+          ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &need, sizeof(need)) == 0) {
+        lowat = need;
+      }
+      // The tick: a mark the window cannot reach must never stall us.
+      pollfd pf{fd, POLLIN, 0};
+      if (poll_until(&pf, 1, dl, 50) < 0 || (dl.expired() && pf.revents == 0)) {
+        recv_reply(dst + done, want - done, dl);  // names the timeout
+        break;
+      }
+    }
+    if (lowat != 1) {
+      const int one = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+    }
   }
 
   TcpStarOptions o_;
@@ -183,6 +286,8 @@ class Client {
   uint64_t calls_ = 0;
   uint64_t seq_ = 0;  // number of the call in progress
   Fd coord_;
+  std::string dropped_;         // why the last handshake broke off
+  std::vector<uint8_t> coded_;  // a coded result, kept between calls
 };
 
 // Serializes calls, and makes one failure poison the channel: later calls

@@ -30,10 +30,13 @@ struct TcpStarOptions {
 AllGatherFn make_tcp_star(const TcpStarOptions& options);
 
 // The star's wire format after the handshake, exposed for tests and fuzzing.
-//   rank r -> 0  Request: magic u32, reserved u32, n_bytes u64, then payload
-//   0 -> rank r  Reply:   magic u32, status u32, kind u32, reserved u32,
+//   rank r -> 0  Request: magic u32, flags u32, n_bytes u64, then payload
+//   0 -> rank r  Reply:   magic u32, status u32, kind u32, flags u32,
 //                         length u64, then size * n_bytes bytes (Ok) or an
 //                         error message every rank throws (Error)
+// Request flag kAcceptsCoded: the rank can decode a coded result; rank 0 may
+// then answer with reply flag kCoded, the body being encode_parts() of the
+// result and `length` its size (older peers send and expect flags 0).
 namespace star {
 
 // Rank 0's half (tcp_star_server.cpp): binds at once, then serves one
@@ -46,20 +49,35 @@ inline constexpr size_t kMaxErrorMessage = 4096;
 
 enum class Status : uint32_t { Ok = 0, Error = 1 };
 
+inline constexpr uint32_t kAcceptsCoded = 1;  // request flag
+inline constexpr uint32_t kCoded = 1;         // reply flag
+
 struct ReplyHeader {
   Status status = Status::Ok;
   ErrorKind kind = ErrorKind::Internal;  // meaningful for Error only
   uint64_t length = 0;
+  uint32_t flags = 0;  // kCoded (Ok only)
 };
 
-std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes);
+std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes,
+                                                  uint32_t flags = 0);
 // n_bytes, or nullopt when the bytes are not a request.
 std::optional<uint64_t> decode_request(std::span<const uint8_t> bytes);
+// A well-formed request's flags (unknown ones are ignored).
+uint32_t request_flags(std::span<const uint8_t> bytes);
 
 std::array<uint8_t, kReplyBytes> encode_reply(const ReplyHeader& h);
 // nullopt (and *why) when the bytes are not a well-formed reply header.
 std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> bytes,
                                         std::string* why);
+
+// The reply coding (tcp_star_codec.cpp): total bytes made of parts of
+// `part` bytes, each XORed with the one before and sent as runs of unchanged
+// bytes and literals. decode_parts fills dst (total bytes) and is false (with
+// *why) for anything that does not decode to exactly total bytes.
+std::vector<uint8_t> encode_parts(const char* src, size_t part, size_t total);
+bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
+                  size_t total, std::string* why);
 
 // Why rank 0 refuses a connection that completed the handshake, or "" to
 // admit it. connected[r] tells whether rank r already has a connection.

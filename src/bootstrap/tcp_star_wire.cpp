@@ -17,11 +17,17 @@ constexpr uint32_t kReplyMagic = 0x50524a53;    // "SJRP"
 
 }  // namespace
 
-std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes) {
+std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes,
+                                                  uint32_t flags) {
   std::array<uint8_t, kRequestBytes> b{};
   put_u32(&b[0], kRequestMagic);
+  put_u32(&b[4], flags);
   put_u64(&b[8], n_bytes);
   return b;
+}
+
+uint32_t request_flags(std::span<const uint8_t> b) {
+  return decode_request(b) ? get_u32(&b[4]) : 0;
 }
 
 std::optional<uint64_t> decode_request(std::span<const uint8_t> b) {
@@ -36,6 +42,7 @@ std::array<uint8_t, kReplyBytes> encode_reply(const ReplyHeader& h) {
   put_u32(&b[0], kReplyMagic);
   put_u32(&b[4], static_cast<uint32_t>(h.status));
   put_u32(&b[8], static_cast<uint32_t>(h.kind));
+  put_u32(&b[12], h.flags);
   put_u64(&b[16], h.length);
   return b;
 }
@@ -49,12 +56,17 @@ std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> b,
   ReplyHeader h;
   uint32_t status = get_u32(&b[4]);
   uint32_t kind = get_u32(&b[8]);
+  h.flags = get_u32(&b[12]);
   h.length = get_u64(&b[16]);
   if (status > 1) {
     *why = "unknown status " + std::to_string(status);
     return std::nullopt;
   }
   h.status = static_cast<Status>(status);
+  if ((h.flags & ~kCoded) != 0 || (h.status == Status::Error && h.flags)) {
+    *why = "unknown flags " + std::to_string(h.flags);
+    return std::nullopt;
+  }
   if (h.status == Status::Error) {
     if (kind > static_cast<uint32_t>(ErrorKind::Internal)) {
       *why = "unknown error kind " + std::to_string(kind);

@@ -69,14 +69,7 @@ HierGroup::HierGroup(int rank, HostMap map, std::shared_ptr<Group> local,
 
 void HierGroup::reduce_on(Group& g, ReduceOp op, const void* in, void* out,
                           size_t n, int dtype) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return g.all_sum(in, out, n, dtype);
-    case ReduceOp::Max:
-      return g.all_max(in, out, n, dtype);
-    case ReduceOp::Min:
-      return g.all_min(in, out, n, dtype);
-  }
+  g.all_reduce(in, out, n, dtype, op);
 }
 
 void HierGroup::all_reduce(ReduceOp op, OpKind kind, const void* in, void* out,
@@ -101,6 +94,11 @@ void HierGroup::all_max(const void* in, void* out, size_t n, int dtype) {
 }
 void HierGroup::all_min(const void* in, void* out, size_t n, int dtype) {
   all_reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
+}
+
+void HierGroup::all_reduce(const void* in, void* out, size_t n, int dtype,
+                           ReduceOp op) {
+  all_reduce(op, all_reduce_kind(op), in, out, n, dtype);
 }
 
 void HierGroup::all_gather(const void* in, void* out, size_t n) {

@@ -47,6 +47,8 @@ class HierGroup : public Group {
   void all_sum(const void* in, void* out, size_t n, int dtype) override;
   void all_max(const void* in, void* out, size_t n, int dtype) override;
   void all_min(const void* in, void* out, size_t n, int dtype) override;
+  void all_reduce(const void* in, void* out, size_t n, int dtype,
+                  ReduceOp op) override;
   void all_gather(const void* in, void* out, size_t n) override;
   void sum_scatter(const void* in, void* out, size_t n, int dtype) override;
   void send(const void* in, size_t n, int dst) override;

@@ -79,6 +79,10 @@ class NetGroup final : public Group {
   void all_min(const void* in, void* out, size_t n, int dtype) override {
     all_reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
   }
+  void all_reduce(const void* in, void* out, size_t n, int dtype,
+                  ReduceOp op) override {
+    all_reduce(op, all_reduce_kind(op), in, out, n, dtype);
+  }
 
   void all_gather(const void* in, void* out, size_t n) override {
     ops_.run(call::all_gather(in, out, n), [&](const Deadline& dl) {

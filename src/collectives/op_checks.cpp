@@ -65,15 +65,45 @@ void check_a2a_v_args(int rank, int size, const void* in,
   check_a2a_buffers(rank, "all_to_allv", in, sent, out, received);
 }
 
-namespace {
-
-ReduceOp reduce_op_of(OpKind kind) {
-  return kind == OpKind::AllMax   ? ReduceOp::Max
-         : kind == OpKind::AllMin ? ReduceOp::Min
-                                  : ReduceOp::Sum;
+OpKind all_reduce_kind(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return OpKind::AllSum;
+    case ReduceOp::Max:
+      return OpKind::AllMax;
+    case ReduceOp::Min:
+      return OpKind::AllMin;
+    case ReduceOp::Prod:
+      return OpKind::AllProd;
+    case ReduceOp::BitAnd:
+      return OpKind::AllBitAnd;
+    case ReduceOp::BitOr:
+      return OpKind::AllBitOr;
+    case ReduceOp::BitXor:
+      return OpKind::AllBitXor;
+  }
+  raise(ErrorKind::Usage, "all_reduce: unknown reduce op " +
+                              std::to_string(static_cast<int>(op)));
 }
 
-}  // namespace
+ReduceOp reduce_op_of(OpKind kind) {
+  switch (kind) {
+    case OpKind::AllMax:
+      return ReduceOp::Max;
+    case OpKind::AllMin:
+      return ReduceOp::Min;
+    case OpKind::AllProd:
+      return ReduceOp::Prod;
+    case OpKind::AllBitAnd:
+      return ReduceOp::BitAnd;
+    case OpKind::AllBitOr:
+      return ReduceOp::BitOr;
+    case OpKind::AllBitXor:
+      return ReduceOp::BitXor;
+    default:
+      return ReduceOp::Sum;
+  }
+}
 
 void check_call(const OpCall& c, int member, int size, int job_rank) {
   if (c.internal) {
@@ -85,6 +115,10 @@ void check_call(const OpCall& c, int member, int size, int job_rank) {
     case OpKind::AllSum:
     case OpKind::AllMax:
     case OpKind::AllMin:
+    case OpKind::AllProd:
+    case OpKind::AllBitAnd:
+    case OpKind::AllBitOr:
+    case OpKind::AllBitXor:
       checked_count(reduce_op_of(c.kind), c.dtype, c.n, me);
       check_buffers(me, c.name, c.in, c.n, c.out, c.n);
       // The same buffer (in place) or disjoint ones.

@@ -19,6 +19,7 @@
 
 #include "common/error_detail.h"
 #include "common/op_kind.h"
+#include "common/reduce.h"
 
 namespace jaccl::detail {
 
@@ -104,6 +105,12 @@ inline OpCall all_to_allv(const void* in, std::span<const size_t> send,
           .recv_counts = recv};
 }
 }  // namespace call
+
+// The OpKind of an all-reduce with op (AllSum for Sum, ...), and back (Sum
+// for a kind that is not an all-reduce). An op id outside ReduceOp is a
+// UsageError.
+OpKind all_reduce_kind(ReduceOp op);
+ReduceOp reduce_op_of(OpKind kind);
 
 // Throws the UsageError for the first thing wrong with c, for the member
 // `member` of a group of `size`; job_rank names this rank in messages.

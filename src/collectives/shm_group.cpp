@@ -121,8 +121,8 @@ void ShmGroup::log_decision() const {
   JACCL_LOG(Debug, msg.str());
 }
 
-void ShmGroup::reduce(ReduceOp op, OpKind kind, const void* in, void* out,
-                      size_t n, int dtype) {
+void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
+                          size_t n, int dtype) {
   ops_.run(call::all_reduce(kind, in, out, n, dtype), [&](const Deadline&) {
     ShmStepDesc d{kind, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
@@ -224,13 +224,18 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
 }
 
 void ShmGroup::all_sum(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Sum, OpKind::AllSum, in, out, n, dtype);
+  reduce_all(ReduceOp::Sum, OpKind::AllSum, in, out, n, dtype);
 }
 void ShmGroup::all_max(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Max, OpKind::AllMax, in, out, n, dtype);
+  reduce_all(ReduceOp::Max, OpKind::AllMax, in, out, n, dtype);
 }
 void ShmGroup::all_min(const void* in, void* out, size_t n, int dtype) {
-  reduce(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
+  reduce_all(ReduceOp::Min, OpKind::AllMin, in, out, n, dtype);
+}
+
+void ShmGroup::all_reduce(const void* in, void* out, size_t n, int dtype,
+                          ReduceOp op) {
+  reduce_all(op, all_reduce_kind(op), in, out, n, dtype);
 }
 
 void ShmGroup::all_gather(const void* in, void* out, size_t n) {

@@ -36,6 +36,8 @@ class ShmGroup : public Group {
   void all_sum(const void* in, void* out, size_t n, int dtype) override;
   void all_max(const void* in, void* out, size_t n, int dtype) override;
   void all_min(const void* in, void* out, size_t n, int dtype) override;
+  void all_reduce(const void* in, void* out, size_t n, int dtype,
+                  ReduceOp op) override;
   void all_gather(const void* in, void* out, size_t n) override;
   void sum_scatter(const void* in, void* out, size_t n, int dtype) override;
   void send(const void* in, size_t n, int dst) override;
@@ -69,8 +71,8 @@ class ShmGroup : public Group {
   }
 
  private:
-  void reduce(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
-              int dtype);
+  void reduce_all(ReduceOp op, OpKind kind, const void* in, void* out, size_t n,
+                  int dtype);
   void reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                     char* dst, size_t n, int dtype);
   // The channel's sync step under the op's deadline, carrying this rank's

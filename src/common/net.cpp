@@ -6,12 +6,16 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <random>
 #include <thread>
+
+#include "common/random.h"
 
 namespace jaccl::detail {
 
@@ -234,10 +238,69 @@ int send_frame_some(int fd, std::span<const uint8_t> head, const char* body,
   return 0;
 }
 
-void sleep_for_retry(int attempt, const Deadline& dl) {
-  int ms = 10 << std::min(attempt, 7);  // 10 ms .. 1.28 s
-  ms = dl.poll_ms(std::min(ms, 1000));  // never past the deadline
-  std::this_thread::sleep_for(Millis(ms));
+void sleep_for_retry(int attempt, const Deadline& dl, Millis max_backoff) {
+  // A cheap generator per thread: thousands of dialers must not retry in
+  // lockstep, nor each pay a getrandom() call.
+  thread_local std::minstd_rand gen(static_cast<uint32_t>(random_u64()));
+  const int cap = static_cast<int>(std::max<long long>(1, max_backoff.count()));
+  const int ms = std::min(10 << std::min(attempt, 10), cap);
+  const int wait =
+      ms / 2 + static_cast<int>(gen() % static_cast<unsigned>(ms - ms / 2 + 1));
+  std::this_thread::sleep_for(Millis(dl.poll_ms(wait)));  // never past dl
+}
+
+void raise_connect_failure(const SockAddr& addr, const Deadline& dl,
+                           const ErrorContext& ctx, int err,
+                           const std::string& what_on_timeout) {
+  ErrorContext c = ctx;
+  c.sys_errno = err;
+  if (c.address.empty()) {
+    c.address = addr.str();
+  }
+  const std::string hint = resource_hint(err);
+  if (out_of_resources(err)) {
+    raise(ErrorKind::Io, "cannot open a connection: " + hint, c);
+  }
+  std::string what = what_on_timeout.empty() ? "could not connect within " +
+                                                   format_duration(dl.total())
+                                             : what_on_timeout;
+  if (!hint.empty()) {
+    what += "; " + hint;
+  }
+  raise(ErrorKind::Timeout, what, c);
+}
+
+bool out_of_resources(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+std::string resource_hint(int err) {
+  switch (err) {
+    case EMFILE: {
+      rlimit rl{};
+      std::string now;
+      if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        now = rl.rlim_cur == RLIM_INFINITY
+                  ? " (now unlimited)"
+                  : " (now " + std::to_string(rl.rlim_cur) + ")";
+      }
+      return "this process ran out of file descriptors: raise the open-file "
+             "limit with ulimit -n" +
+             now + " or LimitNOFILE= under systemd";
+    }
+    case ENFILE:
+      return "the system ran out of file descriptors: raise fs.file-max";
+    case EADDRNOTAVAIL:
+      return "no free local port to connect from: widen "
+             "net.ipv4.ip_local_port_range or wait for TIME_WAIT sockets "
+             "to expire";
+    case ENOBUFS:
+    case ENOMEM:
+      return "the kernel is out of socket memory (net.ipv4.tcp_mem, "
+             "net.core.optmem_max)";
+    default:
+      return "";
+  }
 }
 
 void set_nonblocking(int fd) {

@@ -75,15 +75,25 @@ std::string host_of(const SockAddr& a);
 // sets err (errno) on a refusal or unreachable peer, so callers can retry.
 Fd try_connect(const SockAddr& addr, const Deadline& dl, int* err);
 
-// Connects, retrying with capped exponential backoff (10 ms .. 1 s) until dl.
-// on_retry(attempt, errno) runs before each retry (for an info log line).
-// Expiry is a Timeout error naming the address and the last errno, with
-// what_on_timeout as its text ("could not connect within <timeout>" if
-// empty).
+// Connects, retrying with capped exponential backoff (10 ms .. max_backoff,
+// each wait drawn from its upper half so that many dialers spread out)
+// until dl. on_retry(attempt, errno) runs before each retry (for an info log
+// line). Expiry is a Timeout error naming the address and the last errno,
+// with what_on_timeout as its text ("could not connect within <timeout>" if
+// empty). Running out of descriptors or kernel memory (out_of_resources) is
+// an Io error at once, saying what to raise.
 template <class OnRetry>
 Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
                       const ErrorContext& ctx, OnRetry on_retry,
-                      const std::string& what_on_timeout = "");
+                      const std::string& what_on_timeout = "",
+                      Millis max_backoff = Millis(1000));
+
+// What to raise when a socket call failed for want of a resource: EMFILE
+// (this process's open-file limit), ENFILE (fs.file-max), EADDRNOTAVAIL
+// (local ports), ENOBUFS/ENOMEM (kernel memory); "" for other errors.
+std::string resource_hint(int err);
+// EMFILE, ENFILE, ENOBUFS, ENOMEM: retrying at once will not help.
+bool out_of_resources(int err);
 
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
@@ -125,12 +135,17 @@ inline constexpr size_t kMaxIoSlice = size_t(1) << 28;
 
 // ---- implementation of the template ------------------------------------
 
-void sleep_for_retry(int attempt, const Deadline& dl);
+void sleep_for_retry(int attempt, const Deadline& dl,
+                     Millis max_backoff = Millis(1000));
+[[noreturn]] void raise_connect_failure(const SockAddr& addr,
+                                        const Deadline& dl,
+                                        const ErrorContext& ctx, int err,
+                                        const std::string& what_on_timeout);
 
 template <class OnRetry>
 Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
                       const ErrorContext& ctx, OnRetry on_retry,
-                      const std::string& what_on_timeout) {
+                      const std::string& what_on_timeout, Millis max_backoff) {
   int last_err = 0;
   for (int attempt = 0;; ++attempt) {
     int err = 0;
@@ -139,25 +154,16 @@ Fd connect_with_retry(const SockAddr& addr, const Deadline& dl,
       return fd;
     }
     last_err = err;
-    if (dl.expired()) {
+    if (dl.expired() || out_of_resources(err)) {
       break;
     }
     on_retry(attempt, err);
-    sleep_for_retry(attempt, dl);
+    sleep_for_retry(attempt, dl, max_backoff);
     if (dl.expired()) {
       break;
     }
   }
-  ErrorContext c = ctx;
-  c.sys_errno = last_err;
-  if (c.address.empty()) {
-    c.address = addr.str();
-  }
-  raise(ErrorKind::Timeout,
-        what_on_timeout.empty()
-            ? "could not connect within " + format_duration(dl.total())
-            : what_on_timeout,
-        c);
+  raise_connect_failure(addr, dl, ctx, last_err, what_on_timeout);
 }
 
 }  // namespace jaccl::detail

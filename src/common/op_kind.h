@@ -20,6 +20,10 @@ enum class OpKind : uint8_t {
   Broadcast,
   AllToAll,
   AllToAllv,
+  AllProd,  // all_reduce with the ops all_sum/max/min do not cover
+  AllBitAnd,
+  AllBitOr,
+  AllBitXor,
 };
 
 // "all_sum", for messages; "send/recv" for SendRecv.
@@ -45,6 +49,14 @@ constexpr const char* op_kind_name(OpKind kind) {
       return "all_to_all";
     case OpKind::AllToAllv:
       return "all_to_allv";
+    case OpKind::AllProd:
+      return "all_reduce(prod)";
+    case OpKind::AllBitAnd:
+      return "all_reduce(bitand)";
+    case OpKind::AllBitOr:
+      return "all_reduce(bitor)";
+    case OpKind::AllBitXor:
+      return "all_reduce(bitxor)";
   }
   return "unknown op";
 }

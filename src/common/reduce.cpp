@@ -143,6 +143,41 @@ struct Min {
   }
 };
 
+struct Prod {
+  template <class T>
+  static T apply(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return a * b;
+    } else {
+      // Unsigned, for the reason Sum gives; uint16 promotes to int, so the
+      // multiply is done in at least 32 unsigned bits.
+      using U = std::make_unsigned_t<T>;
+      using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+      return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
+                                           static_cast<W>(static_cast<U>(b))));
+    }
+  }
+};
+
+struct BitAnd {
+  template <class T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a & b);
+  }
+};
+struct BitOr {
+  template <class T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a | b);
+  }
+};
+struct BitXor {
+  template <class T>
+  static T apply(T a, T b) {
+    return static_cast<T>(a ^ b);
+  }
+};
+
 // Bool is a byte; any nonzero byte is true and results are 0 or 1.
 struct BoolOr {
   static uint8_t apply(uint8_t a, uint8_t b) {
@@ -152,6 +187,11 @@ struct BoolOr {
 struct BoolAnd {
   static uint8_t apply(uint8_t a, uint8_t b) {
     return static_cast<uint8_t>((a != 0) & (b != 0));
+  }
+};
+struct BoolXor {
+  static uint8_t apply(uint8_t a, uint8_t b) {
+    return static_cast<uint8_t>((a != 0) != (b != 0));
   }
 };
 
@@ -186,6 +226,11 @@ struct ComplexMax {
 struct ComplexMin {
   static ComplexF apply(ComplexF a, ComplexF b) {
     return complex_pick<false>(a, b);
+  }
+};
+struct ComplexProd {
+  static ComplexF apply(ComplexF a, ComplexF b) {
+    return ComplexF{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
   }
 };
 
@@ -353,20 +398,62 @@ constexpr Kernel numeric_kernel(int dtype) {
   }
 }
 
+// Integer dtypes only (the bitwise ops).
+template <class Op>
+constexpr Kernel integer_kernel(int dtype) {
+  switch (dtype) {
+    case Int8:
+      return kernel<Plain<int8_t>, Op>;
+    case Int16:
+      return kernel<Plain<int16_t>, Op>;
+    case Int32:
+      return kernel<Plain<int32_t>, Op>;
+    case Int64:
+      return kernel<Plain<int64_t>, Op>;
+    case UInt8:
+      return kernel<Plain<uint8_t>, Op>;
+    case UInt16:
+      return kernel<Plain<uint16_t>, Op>;
+    case UInt32:
+      return kernel<Plain<uint32_t>, Op>;
+    case UInt64:
+      return kernel<Plain<uint64_t>, Op>;
+    default:
+      return nullptr;
+  }
+}
+
+constexpr int kNumOps = static_cast<int>(ReduceOp::BitXor) + 1;
+
+constexpr int op_index(ReduceOp op) {
+  return static_cast<int>(op);
+}
+
+// k[op][dtype]; nullptr where op does not take dtype.
 struct KernelTable {
-  Kernel k[3][kNumDtypes] = {};
+  Kernel k[kNumOps][kNumDtypes] = {};
   constexpr KernelTable() {
     for (int d = 0; d < kNumDtypes; ++d) {
-      k[0][d] = numeric_kernel<Sum>(d);
-      k[1][d] = numeric_kernel<Max>(d);
-      k[2][d] = numeric_kernel<Min>(d);
+      k[op_index(ReduceOp::Sum)][d] = numeric_kernel<Sum>(d);
+      k[op_index(ReduceOp::Max)][d] = numeric_kernel<Max>(d);
+      k[op_index(ReduceOp::Min)][d] = numeric_kernel<Min>(d);
+      k[op_index(ReduceOp::Prod)][d] = numeric_kernel<Prod>(d);
+      k[op_index(ReduceOp::BitAnd)][d] = integer_kernel<BitAnd>(d);
+      k[op_index(ReduceOp::BitOr)][d] = integer_kernel<BitOr>(d);
+      k[op_index(ReduceOp::BitXor)][d] = integer_kernel<BitXor>(d);
     }
-    k[0][Bool] = kernel<Plain<uint8_t>, BoolOr>;
-    k[1][Bool] = kernel<Plain<uint8_t>, BoolOr>;
-    k[2][Bool] = kernel<Plain<uint8_t>, BoolAnd>;
-    k[0][Complex64] = complex_sum;
-    k[1][Complex64] = kernel<Plain<ComplexF>, ComplexMax>;
-    k[2][Complex64] = kernel<Plain<ComplexF>, ComplexMin>;
+    k[op_index(ReduceOp::Sum)][Bool] = kernel<Plain<uint8_t>, BoolOr>;
+    k[op_index(ReduceOp::Max)][Bool] = kernel<Plain<uint8_t>, BoolOr>;
+    k[op_index(ReduceOp::Min)][Bool] = kernel<Plain<uint8_t>, BoolAnd>;
+    k[op_index(ReduceOp::Prod)][Bool] = kernel<Plain<uint8_t>, BoolAnd>;
+    k[op_index(ReduceOp::BitAnd)][Bool] = kernel<Plain<uint8_t>, BoolAnd>;
+    k[op_index(ReduceOp::BitOr)][Bool] = kernel<Plain<uint8_t>, BoolOr>;
+    k[op_index(ReduceOp::BitXor)][Bool] = kernel<Plain<uint8_t>, BoolXor>;
+    k[op_index(ReduceOp::Sum)][Complex64] = complex_sum;
+    k[op_index(ReduceOp::Max)][Complex64] = kernel<Plain<ComplexF>, ComplexMax>;
+    k[op_index(ReduceOp::Min)][Complex64] = kernel<Plain<ComplexF>, ComplexMin>;
+    k[op_index(ReduceOp::Prod)][Complex64] =
+        kernel<Plain<ComplexF>, ComplexProd>;
   }
 };
 
@@ -379,11 +466,22 @@ std::string dtype_label(int dtype) {
   return std::string("dtype ") + dtype_name(dtype);
 }
 
+// The UsageError of an op without a kernel for dtype; rank: the caller's.
+[[noreturn]] void raise_unsupported(ReduceOp op, int dtype, int rank = -1) {
+  raise(ErrorKind::Usage,
+        std::string("reduce ") + op_name(op) + ": " + dtype_label(dtype) +
+            " is not supported" +
+            (op_index(op) > op_index(ReduceOp::Prod)
+                 ? " (bitwise ops take integer and bool dtypes)"
+                 : ""),
+        {.rank = rank});
+}
+
 Kernel find_kernel(ReduceOp op, int dtype) {
-  const auto o = static_cast<int>(op);
-  if (dtype < 0 || dtype >= kNumDtypes || o < 0 || o > 2) {
-    raise(ErrorKind::Usage, std::string("reduce ") + op_name(op) + ": " +
-                                dtype_label(dtype) + " is not supported");
+  const int o = op_index(op);
+  if (dtype < 0 || dtype >= kNumDtypes || o < 0 || o >= kNumOps ||
+      kKernels.k[o][dtype] == nullptr) {
+    raise_unsupported(op, dtype);
   }
 #ifdef JACCL_F16C_DISPATCH
   if (dtype == Float16 && cpu_has_f16c() &&
@@ -395,6 +493,10 @@ Kernel find_kernel(ReduceOp op, int dtype) {
         return f16c_kernel<Max>;
       case ReduceOp::Min:
         return f16c_kernel<Min>;
+      case ReduceOp::Prod:
+        return f16c_kernel<Prod>;
+      default:
+        break;
     }
   }
 #endif
@@ -404,19 +506,20 @@ Kernel find_kernel(ReduceOp op, int dtype) {
 }  // namespace
 
 const char* op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Max:
-      return "max";
-    case ReduceOp::Min:
-      return "min";
-  }
-  return "unknown";
+  return reduce_op_name(op);
+}
+
+bool reduce_supported(ReduceOp op, int dtype) {
+  const int o = op_index(op);
+  return dtype >= 0 && dtype < kNumDtypes && o >= 0 && o < kNumOps &&
+         kKernels.k[o][dtype] != nullptr;
 }
 
 size_t checked_count(ReduceOp op, int dtype, size_t n_bytes, int rank) {
   const size_t size = dtype_size(dtype);
+  if (size != 0 && !reduce_supported(op, dtype)) {
+    raise_unsupported(op, dtype, rank);
+  }
   if (size == 0) {
     raise(ErrorKind::Usage,
           std::string("reduce ") + op_name(op) + ": " + dtype_label(dtype) +
@@ -451,3 +554,27 @@ void reduce_into(ReduceOp op, int dtype, void* dst, const void* src,
 }
 
 }  // namespace jaccl::detail
+
+namespace jaccl {
+
+const char* reduce_op_name(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Prod:
+      return "prod";
+    case ReduceOp::BitAnd:
+      return "bitand";
+    case ReduceOp::BitOr:
+      return "bitor";
+    case ReduceOp::BitXor:
+      return "bitxor";
+  }
+  return "unknown";
+}
+
+}  // namespace jaccl

@@ -5,16 +5,23 @@
 
 #include <cstddef>
 
+#include "jaccl/reduce_op.h"
+
 namespace jaccl::detail {
 
-enum class ReduceOp { Sum, Max, Min };
+using ReduceOp = jaccl::ReduceOp;
 
-// "sum", "max" or "min".
+// reduce_op_name(op).
 const char* op_name(ReduceOp op);
 
+// Whether op has a kernel for dtype (every op for every numeric dtype; the
+// bitwise ops for integers and Bool only).
+bool reduce_supported(ReduceOp op, int dtype);
+
 // Element count of an n_bytes buffer of dtype. Throws jaccl::UsageError if
-// dtype is unknown or n_bytes is not a multiple of its element size; the
-// message names the op, the dtype and n_bytes; rank is the calling rank.
+// dtype is unknown, op does not take it, or n_bytes is not a multiple of its
+// element size; the message names the op, the dtype and n_bytes; rank is the
+// calling rank.
 size_t checked_count(ReduceOp op, int dtype, size_t n_bytes, int rank = -1);
 
 // dst[i] = op(dst[i], src[i]) for count elements.

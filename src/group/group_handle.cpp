@@ -75,6 +75,20 @@ void GroupHandle::all_to_allv(const void* in, std::span<const size_t> send,
                               void* out, std::span<const size_t> recv) {
   guarded([&] { inner_->all_to_allv(in, send, out, recv); });
 }
+void GroupHandle::all_reduce(const void* in, void* out, size_t n, int dtype,
+                             ReduceOp op) {
+  guarded([&] { inner_->all_reduce(in, out, n, dtype, op); });
+}
+void GroupHandle::reduce(const void* in, void* out, size_t n, int dtype,
+                         ReduceOp op, int root) {
+  guarded([&] { inner_->reduce(in, out, n, dtype, op, root); });
+}
+void GroupHandle::gather(const void* in, void* out, size_t n, int root) {
+  guarded([&] { inner_->gather(in, out, n, root); });
+}
+void GroupHandle::scatter(const void* in, void* out, size_t n, int root) {
+  guarded([&] { inner_->scatter(in, out, n, root); });
+}
 
 std::shared_ptr<Group> GroupHandle::split(int color, int key) {
   // Not guarded: split_group's errors already name job ranks.

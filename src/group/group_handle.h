@@ -36,6 +36,12 @@ class GroupHandle final : public Group {
   void all_to_all(const void* in, void* out, size_t n) override;
   void all_to_allv(const void* in, std::span<const size_t> send_counts,
                    void* out, std::span<const size_t> recv_counts) override;
+  void all_reduce(const void* in, void* out, size_t n, int dtype,
+                  ReduceOp op) override;
+  void reduce(const void* in, void* out, size_t n, int dtype, ReduceOp op,
+              int root) override;
+  void gather(const void* in, void* out, size_t n, int root) override;
+  void scatter(const void* in, void* out, size_t n, int root) override;
 
   const Config& config() const { return cfg_; }
   // Job rank of member i.

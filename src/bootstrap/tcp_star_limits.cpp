@@ -1,0 +1,161 @@
+// Copyright 2026 the jaccl authors.
+#include "bootstrap/tcp_star_limits.h"
+
+#include <dirent.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "common/error.h"
+#include "common/log.h"
+
+namespace jaccl::detail::star {
+
+namespace {
+
+// Descriptors beyond the ranks' sockets: the listener, epoll, strays in
+// their handshake, the rest of the process (logs, libraries).
+constexpr size_t kFdSlack = 64;
+
+size_t open_fds() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d)) {
+      n += e->d_name[0] != '.';
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+int read_int_file(const char* path) {
+  std::ifstream f(path);
+  long long v = -1;
+  if (!(f >> v)) {
+    return -1;
+  }
+  return static_cast<int>(std::min<long long>(v, 1 << 30));
+}
+
+std::string limit_text(rlim_t v) {
+  return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
+}
+
+}  // namespace
+
+void ensure_fd_room(size_t more, const std::string& who, int rank) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    return;
+  }
+  const size_t need = open_fds() + more + kFdSlack;
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) {
+    return;
+  }
+  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
+    const rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = static_cast<rlim_t>(need);
+    if (::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+      JACCL_LOG(Info, who << " needs " << need << " open files: raised this "
+                          << "process's soft limit from " << old << " to "
+                          << need << " (hard limit " << limit_text(rl.rlim_max)
+                          << ")");
+      return;
+    }
+  }
+  raise(ErrorKind::Io,
+        who + " needs about " + std::to_string(need) +
+            " open files but this process may open " + limit_text(rl.rlim_cur) +
+            " (hard limit " + limit_text(rl.rlim_max) +
+            "): raise the open-file limit, e.g. ulimit -n " +
+            std::to_string(need) +
+            " (LimitNOFILE= under systemd, nofile in "
+            "/etc/security/limits.conf)",
+        {.rank = rank});
+}
+
+int listen_backlog(int size) {
+  // The kernel caps it at somaxconn; asking for more costs nothing.
+  return static_cast<int>(std::min<long long>(
+      static_cast<long long>(size) + static_cast<long long>(kFdSlack),
+      1 << 30));
+}
+
+ListenSysctls read_listen_sysctls() {
+  ListenSysctls s;
+  s.somaxconn = read_int_file("/proc/sys/net/core/somaxconn");
+  s.max_syn_backlog = read_int_file("/proc/sys/net/ipv4/tcp_max_syn_backlog");
+  s.syncookies = read_int_file("/proc/sys/net/ipv4/tcp_syncookies");
+  return s;
+}
+
+std::string backlog_note(int size, const ListenSysctls& s) {
+  const int dialers = size - 1;
+  std::string note;
+  if (s.somaxconn >= 0 && s.somaxconn < dialers) {
+    note = "net.core.somaxconn is " + std::to_string(s.somaxconn) +
+           ", below the " + std::to_string(dialers) +
+           " ranks that may dial at once: when they do, the kernel drops "
+           "the SYNs that find the accept queue full and each dropped one "
+           "costs its rank a second (raise net.core.somaxconn to " +
+           std::to_string(dialers) + ")";
+  }
+  // Without SYN cookies a full SYN queue drops SYNs as well.
+  if (s.syncookies == 0 && s.max_syn_backlog >= 0 &&
+      s.max_syn_backlog < dialers) {
+    note += std::string(note.empty() ? "" : "; ") +
+            "net.ipv4.tcp_syncookies is 0 and net.ipv4.tcp_max_syn_backlog " +
+            std::to_string(s.max_syn_backlog) + " is below the " +
+            std::to_string(dialers) + " ranks (raise it to " +
+            std::to_string(dialers) + ")";
+  }
+  return note;
+}
+
+ListenDrops read_listen_drops() {
+  ListenDrops d;
+  std::ifstream f("/proc/net/netstat");
+  std::string names, values;
+  while (std::getline(f, names) && std::getline(f, values)) {
+    if (names.rfind("TcpExt:", 0) != 0) {
+      continue;
+    }
+    std::istringstream n(names), v(values);
+    std::string name, value;
+    while (n >> name && v >> value) {
+      if (name == "ListenOverflows") {
+        d.overflows = std::stoull(value);
+        d.known = true;
+      } else if (name == "ListenDrops") {
+        d.drops = std::stoull(value);
+      }
+    }
+  }
+  return d;
+}
+
+std::string listen_drop_hint(const ListenDrops& before, int size) {
+  const ListenDrops now = read_listen_drops();
+  if (!before.known || !now.known || now.drops <= before.drops) {
+    return "";
+  }
+  const ListenSysctls s = read_listen_sysctls();
+  std::string hint =
+      "meanwhile this host's kernel dropped " +
+      std::to_string(now.drops - before.drops) +
+      " connection attempts at full listen queues (TcpExtListenDrops; " +
+      std::to_string(now.overflows - before.overflows) +
+      " accept-queue overflows): raise net.core.somaxconn (now " +
+      std::to_string(s.somaxconn) + ")";
+  if (s.syncookies == 0) {
+    hint += " and net.ipv4.tcp_max_syn_backlog (now " +
+            std::to_string(s.max_syn_backlog) + ")";
+  }
+  return hint + " to at least " + std::to_string(size - 1);
+}
+
+}  // namespace jaccl::detail::star

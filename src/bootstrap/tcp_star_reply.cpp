@@ -1,0 +1,153 @@
+// Copyright 2026 the jaccl authors.
+// Rank 0's replies: the result of a call to every rank (coded once when that
+// is smaller, a bounded number of replies in flight), or one error to every
+// connected rank before rank 0 throws it.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/tcp_star_server.h"
+#include "common/error.h"
+#include "common/log.h"
+
+namespace jaccl::detail::star {
+
+// Pumps rank r's reply; false once it is finished or lost.
+bool Server::pump_result(int r) {
+  Conn& c = conns_[r];
+  if (int e = c.out.pump(c.fd.get()); e != 0) {
+    // Everyone else still gets the result; the loss is reported at the
+    // next call, where every rank can hear about it.
+    JACCL_LOG(Info, "coordinator " << address_ << ": lost rank " << r
+                                   << " while sending the result of "
+                                   << call_name() << ": " << std::strerror(e));
+    c.lost = true;
+    if (lost_rank_ < 0) {
+      lost_rank_ = r;
+    }
+    watch(r, 0);
+    return false;
+  }
+  if (c.out.finished()) {
+    // Not EPOLLIN yet: an early next request would wake us in vain until
+    // every reply is out; serve() arms it.
+    watch(r, 0);
+    return false;
+  }
+  watch(r, EPOLLOUT);
+  return true;
+}
+
+void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
+  auto head = encode_reply(
+      {Status::Ok, ErrorKind::Internal, static_cast<uint64_t>(total)});
+  // Coded once for every rank that takes it, when that saves a quarter.
+  std::vector<uint8_t> coded;
+  const size_t n = total / static_cast<size_t>(o_.size);
+  if (total >= kCodeFrom &&
+      std::any_of(conns_.begin() + 1, conns_.end(),
+                  [](const Conn& c) { return c.coded_ok; })) {
+    coded = encode_parts(dst, n, total);
+    if (coded.size() > total - total / 4) {
+      coded.clear();
+    }
+  }
+  const auto coded_head =
+      encode_reply({Status::Ok, ErrorKind::Internal, coded.size(), kCoded});
+  if (!coded.empty()) {
+    JACCL_LOG(Debug, "coordinator " << address_ << ": " << call_name()
+                                    << "'s result coded in " << coded.size()
+                                    << " of " << total << " bytes");
+  }
+  // A bounded number of replies at a time, in rank order: the bytes
+  // queued in the kernel stay bounded (all at once, 4095 replies of 1 MiB,
+  // is 4 GiB of socket memory) and so do the ranks woken at once.
+  const size_t body = coded.empty() ? total : coded.size();
+  const int in_flight = static_cast<int>(
+      std::max<size_t>(16, kInFlightBytes / std::max<size_t>(body, 1)));
+  int next = 1, active = 0;
+  auto start_more = [&] {
+    while (active < in_flight && next < o_.size) {
+      const int r = next++;
+      Conn& c = conns_[r];
+      c.out =
+          !coded.empty() && c.coded_ok
+              ? Outbox{coded_head, reinterpret_cast<const char*>(coded.data()),
+                       coded.size(), 0}
+              : Outbox{head, dst, total, 0};
+      active += pump_result(r) ? 1 : 0;
+    }
+  };
+  start_more();
+  while (active > 0) {
+    if (dl.expired()) {
+      std::vector<int> who;
+      for (int r = 1; r < o_.size; ++r) {
+        if (!conns_[r].lost && (r >= next || !conns_[r].out.finished())) {
+          who.push_back(r);
+        }
+      }
+      fail(ErrorKind::Timeout, timeout_text() + " sending the result of " +
+                                   call_name() + " to " + ranks_phrase(who) +
+                                   " (they stopped reading)");
+    }
+    const int k = wait_events(dl, -1);
+    for (int i = 0; i < k; ++i) {
+      const uint64_t tag = events_[static_cast<size_t>(i)].data.u64;
+      const int r = static_cast<int>(tag & ~kTagMask);
+      if ((tag & kTagMask) == kRankTag && (conns_[r].armed & EPOLLOUT) != 0 &&
+          !pump_result(r)) {
+        --active;
+      }
+    }
+    start_more();
+  }
+}
+
+// Tells every connected rank about the failure (best effort, bounded),
+// then throws it here. Ranks in the middle of a reply cannot take another
+// frame; they see the connection close instead.
+void Server::fail(ErrorKind kind, const std::string& what) {
+  const std::string body = what.substr(0, kMaxErrorMessage);
+  auto head = encode_reply({Status::Error, kind, body.size()});
+  std::vector<int> targets;
+  for (int r = 1; r < o_.size; ++r) {
+    Conn& c = conns_[r];
+    if (c.fd.valid() && !c.lost && c.out.at_boundary()) {
+      c.out = Outbox{head, body.data(), body.size(), 0};
+      targets.push_back(r);
+    }
+  }
+  const Deadline budget = Deadline::after(kSmallSendBudget);
+  std::vector<pollfd> fds;
+  while (!budget.expired()) {
+    fds.clear();
+    for (int r : targets) {
+      Conn& c = conns_[r];
+      if (!c.lost && !c.out.finished()) {
+        c.lost = c.out.pump(c.fd.get()) != 0;
+        if (!c.lost && !c.out.finished()) {
+          fds.push_back({c.fd.get(), POLLOUT, 0});
+        }
+      }
+    }
+    if (fds.empty()) {
+      break;
+    }
+    poll_until(fds.data(), fds.size(), budget);
+  }
+  // FIN after the frame: a rank that could not take the frame still
+  // learns that the coordinator is gone. The sockets stay open (closing
+  // with unread input would reset them and could destroy the frame).
+  for (auto& c : conns_) {
+    if (c.fd.valid()) {
+      ::shutdown(c.fd.get(), SHUT_WR);
+    }
+  }
+  listener_.reset();
+  pending_.clear();
+  raise(kind, what, {.rank = 0});
+}
+}  // namespace jaccl::detail::star
