@@ -54,48 +54,60 @@ void junk(std::vector<T>& v) {
     std::memset(static_cast<void*>(v.data()), 0xA5, v.size() * sizeof(T));
 }
 
+// generic: through Group::all_reduce even for sum, max and min.
 void call_reduce(Group& g, Op op, const void* in, void* out, size_t n,
-                 int dtype) {
-  if (op == Op::Sum)
-    g.all_sum(in, out, n, dtype);
-  if (op == Op::Max)
-    g.all_max(in, out, n, dtype);
-  if (op == Op::Min)
-    g.all_min(in, out, n, dtype);
+                 int dtype, bool generic = false) {
+  if (generic) {
+    return g.all_reduce(in, out, n, dtype, op);
+  }
+  switch (op) {
+    case Op::Sum:
+      return g.all_sum(in, out, n, dtype);
+    case Op::Max:
+      return g.all_max(in, out, n, dtype);
+    case Op::Min:
+      return g.all_min(in, out, n, dtype);
+    default:
+      return g.all_reduce(in, out, n, dtype, op);
+  }
 }
 
-std::string label(const char* op, int dtype, size_t count, bool inplace) {
-  return std::string(op) + " " + dtype_name(dtype) +
-         " n=" + std::to_string(count) + (inplace ? " in-place" : "");
+std::string label(const std::string& op, int dtype, size_t count,
+                  bool inplace) {
+  return op + " " + dtype_name(dtype) + " n=" + std::to_string(count) +
+         (inplace ? " in-place" : "");
 }
 
-// Element i of the reduction over every rank's gen() input.
+// Element i of the reduction over every rank's input.
 template <class T>
 T fold(const Ctx& c, Op op, size_t i, int salt) {
-  T acc = gen<T>(0, i, salt);
-  for (int r = 1; r < c.size; ++r)
-    acc = apply(op, acc, gen<T>(r, i, salt));
-  return acc;
+  return group_conformance::fold<T>(op, c.size, i, salt);
 }
 
 template <class T>
-void check_reduce(Ctx& c, Op op, int dtype, size_t count, bool inplace) {
+void check_reduce(Ctx& c, Op op, int dtype, size_t count, bool inplace,
+                  bool generic = false) {
   const int salt = c.salt++;
-  c.current = label(op_name(op), dtype, count, inplace);
+  c.current = label(
+      generic ? std::string("all_reduce ") + reduce_op_name(op) : op_name(op),
+      dtype, count, inplace);
   std::vector<T> in(count), out(count), ref(count);
   fill_periodic(in.data(), 0, count,
-                [&](size_t i) { return gen<T>(c.rank, i, salt); });
+                [&](size_t i) { return gen_for<T>(op, c.rank, i, salt); });
   fill_periodic(ref.data(), 0, count,
                 [&](size_t i) { return fold<T>(c, op, i, salt); });
   const size_t bytes = count * sizeof(T);
+  unsign_zeros(op, ref);
   if (inplace) {
-    call_reduce(c.g, op, in.data(), in.data(), bytes, dtype);
+    call_reduce(c.g, op, in.data(), in.data(), bytes, dtype, generic);
+    unsign_zeros(op, in);
     compare(c, in.data(), ref.data(), count);
     return;
   }
   const std::vector<T> keep = in;
   junk(out);
-  call_reduce(c.g, op, in.data(), out.data(), bytes, dtype);
+  call_reduce(c.g, op, in.data(), out.data(), bytes, dtype, generic);
+  unsign_zeros(op, out);
   compare(c, out.data(), ref.data(), count);
   compare(c, in.data(), keep.data(), count, "input was modified");
 }
@@ -290,8 +302,11 @@ void with_dtype(int dtype, A&&... a) {
 }
 template <class T>
 struct Reduce {
-  static void run(Ctx& c, Op op, int d, size_t n, bool ip) {
-    check_reduce<T>(c, op, d, n, ip);
+  static void run(Ctx& c, Op op, int d, size_t n, bool ip,
+                  bool generic = false) {
+    if (takes<T>(op)) {
+      check_reduce<T>(c, op, d, n, ip, generic);
+    }
   }
 };
 template <class T>
@@ -325,6 +340,20 @@ void run_reductions(Ctx& c, const std::vector<size_t>& counts) {
     check_specials<bfloat16_t>(c, op, BFloat16);
     check_specials<float>(c, op, Float32);
     check_specials<double>(c, op, Float64);
+  }
+}
+
+void run_all_reduce_ops(Ctx& c, const std::vector<size_t>& counts) {
+  for (int d : kAllDtypes) {
+    for (size_t n : counts) {
+      for (bool ip : {false, true}) {
+        for (Op op : {Op::Prod, Op::BitAnd, Op::BitOr, Op::BitXor})
+          with_dtype<Reduce>(d, c, op, d, n, ip);
+      }
+    }
+    // all_reduce(sum/max/min) is all_sum/all_max/all_min.
+    for (Op op : {Op::Sum, Op::Max, Op::Min})
+      with_dtype<Reduce>(d, c, op, d, size_t(1003), false, true);
   }
 }
 
@@ -405,8 +434,13 @@ void run_matrix(Ctx& c, bool full) {
   const std::vector<size_t> counts =
       full ? std::vector<size_t>{0, 1, 7, 1000, 1003, 20011}
            : std::vector<size_t>{0, 1, 1003};
+  // The extra ops at the reduced counts: they share the algorithms of
+  // all_sum, which the full counts exercise.
+  const std::vector<size_t> few = {0, 1, 1003};
   run_reductions(c, counts);
+  run_all_reduce_ops(c, few);
   run_gather_scatter(c, counts);
+  run_rooted(c, few);
   run_edges(c);
   run_big(c, full);
   run_point_to_point(c, {0, 1, 7, 1003, full ? k4MiB + 3 : size_t(70001)},

@@ -87,6 +87,13 @@ void check_gen_period(Ctx& c);
 // (the input left alone, the output fully written); float specials (signed
 // zeros, NaN, infinities, overflow).
 void run_reductions(Ctx& c, const std::vector<size_t>& counts);
+// all_reduce with prod and the bitwise ops (every dtype they take) at each
+// count, out of place and in place; with sum, max and min once per dtype.
+void run_all_reduce_ops(Ctx& c, const std::vector<size_t>& counts);
+// reduce, gather and scatter from three roots, every op and dtype for
+// reduce, in place on the root, null buffers where the op allows them
+// (group_conformance_rooted.cpp).
+void run_rooted(Ctx& c, const std::vector<size_t>& counts);
 // all_gather and sum_scatter of every dtype at each count, out of place and
 // in place (the input at this rank's slot of the output).
 void run_gather_scatter(Ctx& c, const std::vector<size_t>& counts);
@@ -106,7 +113,8 @@ void check_barrier(Ctx& c, int rounds);
 // blocks, unaligned buffers, one large skewed block (full: larger still),
 // overlap and mismatched counts (group_conformance_a2a.cpp).
 void run_all_to_all(Ctx& c, bool full);
-// Null and partly overlapping buffers, bad dtypes, counts and peers: a
+// Null and partly overlapping buffers, bad dtypes, ops, counts, peers and
+// roots: a
 // UsageError on the calling rank alone, no bytes moved, the group working
 // after (group_conformance_rules.cpp).
 void run_usage_errors(Ctx& c);

@@ -91,6 +91,14 @@ void run_usage_errors(Ctx& c) {
     // all_gather's input may sit only at this rank's slot of the output.
     expect_usage(c, "all_gather input off its slot", "overlaps output",
                  [&] { c.g.all_gather(buf + 4, buf, 8); });
+    expect_usage(c, "bitand of float32", "not supported", [&] {
+      c.g.all_reduce(buf, buf, 8, Float32, ReduceOp::BitAnd);
+    });
+    expect_usage(c, "reduce to root size", "out of range", [&] {
+      c.g.reduce(buf, buf, 8, Float32, ReduceOp::Sum, c.size);
+    });
+    expect_usage(c, "gather into its own input", "overlap",
+                 [&] { c.g.gather(buf, buf, 8, 0); });
   }
   if (c.rank == last) {
     const std::vector<std::pair<std::string, std::function<void()>>> nulls = {
@@ -115,6 +123,11 @@ void run_usage_errors(Ctx& c) {
     }
     expect_usage(c, "all_to_all null input", "null buffer",
                  [&] { c.g.all_to_all(none, buf, 4); });
+    expect_usage(c, "reduce null input", "null buffer", [&] {
+      c.g.reduce(none, buf, 8, Float32, ReduceOp::Prod, c.rank);
+    });
+    expect_usage(c, "scatter from a null input", "null buffer",
+                 [&] { c.g.scatter(none, buf, 8, c.rank); });
     expect_usage(c, "all_to_all in place", "overlap",
                  [&] { c.g.all_to_all(buf, buf, 4); });
   }
@@ -141,6 +154,7 @@ void run_zero_bytes(Ctx& c) {
       c.g.recv(&x, 0, other);
     }
     c.g.all_to_all(none, none, 0);
+    c.g.all_reduce(none, none, 0, Int8, ReduceOp::BitXor);
     ++c.checks;
   }
   expect_working(c, "zero-byte ops");

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "jaccl/reduce_op.h"
 #include "jaccl/types.h"
 
 namespace jaccl::test::group_conformance {
@@ -168,9 +169,47 @@ inline std::vector<uint8_t> pattern(int who, size_t n, int salt) {
 
 // ---- how elements combine ------------------------------------------------
 
-enum class Op { Sum, Max, Min };
-inline const char* op_name(Op op) {
-  return op == Op::Sum ? "all_sum" : op == Op::Max ? "all_max" : "all_min";
+using Op = ReduceOp;
+inline constexpr Op kAllOps[] = {Op::Sum,    Op::Max,   Op::Min,   Op::Prod,
+                                 Op::BitAnd, Op::BitOr, Op::BitXor};
+
+// The call an op makes: all_sum, all_max, all_min, else all_reduce.
+inline std::string op_name(Op op) {
+  return op == Op::Sum   ? "all_sum"
+         : op == Op::Max ? "all_max"
+         : op == Op::Min ? "all_min"
+                         : std::string("all_reduce ") + reduce_op_name(op);
+}
+
+inline bool is_bitwise(Op op) {
+  return op == Op::BitAnd || op == Op::BitOr || op == Op::BitXor;
+}
+
+// Whether op takes T (the bitwise ops take integers and bool only).
+template <class T>
+constexpr bool takes(Op op) {
+  return !is_bitwise(op) || std::is_same_v<T, B8> || std::is_integral_v<T>;
+}
+
+// Element i of rank r's input to op: gen(), except that a product of
+// floats multiplies powers of two (and a complex product small integers),
+// which every order of multiplication gives exactly.
+template <class T>
+T gen_for(Op op, int r, size_t i, int salt) {
+  constexpr bool floaty = std::is_floating_point_v<T> || is_half<T>;
+  if constexpr (std::is_same_v<T, C64>) {
+    if (op == Op::Prod) {
+      return C64{static_cast<float>((base(r, i, salt) + 8) % 3 - 1),
+                 static_cast<float>((base(r, i, salt + 1) + 8) % 3 - 1)};
+    }
+  } else if constexpr (floaty) {
+    if (op == Op::Prod) {
+      const int b = base(r, i, salt) + 8;  // 0..16
+      const float mag = b % 3 == 0 ? 0.5f : b % 3 == 1 ? 1.0f : 2.0f;
+      return T((b / 3) % 2 == 0 ? mag : -mag);
+    }
+  }
+  return gen<T>(r, i, salt);
 }
 
 template <class F>
@@ -194,28 +233,76 @@ F fmin_ref(F a, F b) {
   return a < b ? a : b;
 }
 
+// a op b, as reduce_op.h defines it.
 template <class T>
 T apply(Op op, T a, T b) {
   if constexpr (std::is_same_v<T, B8>) {
-    return B8{
-        static_cast<uint8_t>(op == Op::Min ? (a.v && b.v) : (a.v || b.v))};
+    const bool x = a.v != 0, y = b.v != 0;
+    const bool both = op == Op::Min || op == Op::Prod || op == Op::BitAnd;
+    return B8{static_cast<uint8_t>(both               ? (x && y)
+                                   : op == Op::BitXor ? (x != y)
+                                                      : (x || y))};
   } else if constexpr (std::is_same_v<T, C64>) {
     if (op == Op::Sum)
       return C64{a.re + b.re, a.im + b.im};
+    if (op == Op::Prod)
+      return C64{a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
     bool a_gt = a.re > b.re || (a.re == b.re && a.im > b.im);
     bool a_lt = a.re < b.re || (a.re == b.re && a.im < b.im);
     return (op == Op::Max ? a_gt : a_lt) ? a : b;
   } else if constexpr (is_half<T>) {
     return T(apply<float>(op, static_cast<float>(a), static_cast<float>(b)));
   } else if constexpr (std::is_floating_point_v<T>) {
-    return op == Op::Sum   ? a + b
-           : op == Op::Max ? fmax_ref(a, b)
-                           : fmin_ref(a, b);
+    return op == Op::Sum    ? a + b
+           : op == Op::Prod ? a * b
+           : op == Op::Max  ? fmax_ref(a, b)
+                            : fmin_ref(a, b);
   } else {
     using U = std::make_unsigned_t<T>;
-    if (op == Op::Sum)
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    return op == Op::Max ? (a < b ? b : a) : (b < a ? b : a);
+    // At least unsigned int wide: uint16 * uint16 would promote to int.
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+    const W x = static_cast<U>(a), y = static_cast<U>(b);
+    switch (op) {
+      case Op::Sum:
+        return static_cast<T>(static_cast<U>(x + y));
+      case Op::Prod:
+        return static_cast<T>(static_cast<U>(x * y));
+      case Op::BitAnd:
+        return static_cast<T>(static_cast<U>(x & y));
+      case Op::BitOr:
+        return static_cast<T>(static_cast<U>(x | y));
+      case Op::BitXor:
+        return static_cast<T>(static_cast<U>(x ^ y));
+      case Op::Max:
+        return a < b ? b : a;
+      case Op::Min:
+        return b < a ? b : a;
+    }
+    return a;
+  }
+}
+
+// Element i of op over the inputs of ranks 0..size-1, in rank order.
+template <class T>
+T fold(Op op, int size, size_t i, int salt) {
+  T acc = gen_for<T>(op, 0, i, salt);
+  for (int r = 1; r < size; ++r)
+    acc = apply(op, acc, gen_for<T>(op, r, i, salt));
+  return acc;
+}
+
+// The sign of a zero component of a complex product depends on the order
+// of the multiplications (x * 0 - y * 0): results and references of one
+// are compared with their zeros made +0.
+template <class T>
+void unsign_zeros(Op op, std::vector<T>& v) {
+  if constexpr (std::is_same_v<T, C64>) {
+    if (op == Op::Prod) {
+      for (C64& z : v) {
+        z.re += 0.0f;
+        z.im += 0.0f;
+      }
+    }
   }
 }
 

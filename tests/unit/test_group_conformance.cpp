@@ -2,8 +2,9 @@
 // One conformance suite for every group kind, in one process with threads
 // as ranks: the same checks (support/group_conformance.h) and the same
 // assertions for TCP mesh, TCP ring, shared memory, hierarchical, and
-// libfabric over tcp;ofi_rxm and over shm -- every op, every dtype, in
-// place and out of place, usage errors, zero bytes.
+// libfabric over tcp;ofi_rxm and over shm -- every op (every ReduceOp and
+// the rooted ops too), every dtype, in place and out of place, usage
+// errors, zero bytes.
 //
 // The kinds come from jaccl::init over an in-process side channel (the
 // real assembly behind the public handle), except the hierarchical group:
@@ -195,6 +196,14 @@ TEST_P(GroupConformance, ReductionsOfEveryDtypeInAndOutOfPlace) {
     group_conformance::check_gen_period(c);
     group_conformance::run_reductions(c, kCounts);
   });
+}
+
+TEST_P(GroupConformance, AllReduceWithEveryOpOfEveryDtypeInAndOutOfPlace) {
+  run([](Ctx& c) { group_conformance::run_all_reduce_ops(c, kCounts); });
+}
+
+TEST_P(GroupConformance, ReduceGatherScatterFromEveryRoot) {
+  run([](Ctx& c) { group_conformance::run_rooted(c, {0, 1, 1003}); });
 }
 
 TEST_P(GroupConformance, AllGatherAndSumScatterOfEveryDtypeInAndOutOfPlace) {
