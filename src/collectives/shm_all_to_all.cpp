@@ -16,10 +16,7 @@
 // out of every peer's input into its output (one copy instead of two), and
 // a second sync keeps every input alive until its readers are done. With
 // more ranks than cores a sync can cost a time slice, and the second one
-// lost: 4 ranks on the 2-core VM of 2026-12-01 at load 3-7, 256 KiB - 4 MiB,
-// 4.5-8 ms direct against 3.8-5 ms staged; 2 ranks there were level within
-// the noise (256 KiB 43 / 34 us, 4 MiB 668-853 / 851-864 us, 16 MiB
-// 5439-5559 / 4988-5637 us direct / staged).
+// costs more than the copy it saves (see BENCHMARKS.md, all_to_all).
 #include <sys/uio.h>
 #include <unistd.h>
 

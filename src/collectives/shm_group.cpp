@@ -28,12 +28,11 @@ constexpr size_t kDirectGatherBytes = 64 * 1024;
 
 // Large ops move data in chunks meant to stay in cache between staging and
 // copy-out: one core's L2 (read from sysfs; `getconf` may report another
-// level's or the host's figure), 256 KiB .. 1 MiB. On the 2026-12-01 VM (L2
-// 512 KiB) 128 KiB .. 2 MiB chunks were within 10 % of each other once the
-// copy-out avoided `rep movsb` (shm_copy.h); the copy mechanism, not the
-// chunk, was what made the middle sizes slow. Oversubscribed ranks sync
-// slowly (a sync may wait for a time slice), so they take fewer, larger
-// chunks (2 MiB: 4 ranks on 2 cores 5.6 -> 6.7 GB/s at 16 MiB).
+// level's or the host's figure), 256 KiB .. 1 MiB; the chunk size matters
+// little once the copy-out avoids `rep movsb` (shm_copy.h). Oversubscribed
+// ranks sync slowly (a sync may wait for a time slice), so they take fewer,
+// larger chunks. Figures: BENCHMARKS.md, History ("Shared memory on a
+// second kind of machine").
 constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
 // The pipeline's three jobs advance in pieces of about this size.
 constexpr size_t kPieceBytes = 32 * 1024;
@@ -167,9 +166,8 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
   const size_t chunks = (n + chunk - 1) / chunk;
   const uint64_t t0 = now_ns();
   // How this op stores: cached, stream-stage or stream, measured on the
-  // first calls of its size class (shm_strategy.h has why: on the
-  // 2026-12-01 VM the peers read non-temporally staged lines faster, and
-  // constants tuned on one VM lost 2-10x on the next).
+  // first calls of its size class (shm_strategy.h has why: which wins
+  // depends on the machine).
   const ShmWay way =
       tuner_.begin(ShmTuner::kReduce, n, guess_of(streaming(2 * n)));
   auto len_of = [&](size_t k) { return std::min(chunk, n - k * chunk); };
@@ -272,9 +270,8 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
       step(d);
       for (int q = 0; q < size_; ++q) {
         // This rank's block from its input, not from its slot: reading the
-        // slot back while the peers read it made the next op's staging
-        // slower too (a replay of this loop on the 2026-12-01 VM, 512 KiB a
-        // rank, median of 5: 6.4 GB/s from the slot, 10.5 from the input).
+        // slot back while the peers read it slows the next op's staging too
+        // (see BENCHMARKS.md, History).
         char* to = dst + static_cast<size_t>(q) * n + off;
         const char* from = q == rank_ ? src + off : slot(q, steps());
         if (to != from)

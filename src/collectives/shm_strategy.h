@@ -12,19 +12,15 @@
 //                 peer's input (process_vm_readv, Open MPI's single copy)
 //                 instead of the peer staging it; other ops store as cached.
 // Whether one kernel copy beats two user copies depends on the machine
-// (page pinning per call against a second pass over the data): on the
-// 2026-12-01 VM process_vm_readv moved 7-9 GB/s where memcpy did 25-30.
+// (page pinning per call against a second pass over the data).
 // Non-temporal staging sends the lines to memory, so a peer reads them from
 // there instead of pulling them out of this core's cache; non-temporal
 // copy-out skips reading each output line first and does not evict the
-// staging buffers. Which wins depends on the machine, not on a cache size:
-// on the 2026-12-01 AMD EPYC VM a peer read staged lines ~35 % faster
-// through memory than from the writer's cache (bench/shm_pattern), the
-// streaming copy-out was ahead from 1 MiB (2 ranks) although a single
-// core's memcpy stays in cache up to 4 MiB there, and `sysconf` reported
-// the host's 256 MiB L3 instead of the VM's 32 MiB; on the machine of
-// 2026-11-30 cached copy-out was ahead up to 4 MiB. So, unless a strategy is
-// forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
+// staging buffers. Which wins depends on the machine, not on a cache size
+// (`sysconf` may even report the host's L3 instead of the guest's): the
+// machines in BENCHMARKS.md (History; bench/shm_pattern) disagree. So,
+// unless a strategy is forced (JACCL_SHM_STRATEGY), every rank measures,
+// per op kind and
 // power-of-two size class, 2k calls for the k ways the op may take (six,
 // or eight with direct: the guess, the others, then the others and the
 // guess again in mirrored order, so drift cancels) after two untimed warm
@@ -143,9 +139,8 @@ class ShmTuner {
     int pick = order[0];
     if (call < kWarmCalls) {
       // Untimed: the first calls on fresh buffers run several times slower
-      // than the tenth whatever the way (page faults, caches, TLB: 776,
-      // 668, 230 then ~120 us for 512 KiB all_gathers on the 2026-12-01
-      // VM), and would decide the trials.
+      // than the tenth whatever the way (page faults, caches, TLB), and
+      // would decide the trials.
       timing_ = false;
       return shm_way(guess);
     }

@@ -1,7 +1,7 @@
 // Copyright 2026 the jaccl authors.
-// The CPU caches as this machine reports them. sysfs first: on the
-// 2026-12-01 VM sysconf(_SC_LEVEL3_CACHE_SIZE) said 256 MiB (the host's
-// L3) where sysfs and lscpu said 32.
+// The CPU caches as this machine reports them. sysfs first: in a VM
+// sysconf(_SC_LEVEL3_CACHE_SIZE) may report the host's L3 (BENCHMARKS.md,
+// History).
 #pragma once
 
 #include <cstddef>

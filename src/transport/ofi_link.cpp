@@ -84,8 +84,7 @@ class OfiLink final : public Link {
     if (start(m)) {
       recvs_.push(m);
       // Posted now, not at the next progress: a message that arrives before
-      // its receive takes the provider's unexpected path (ofi shm 8-byte
-      // all_sum 1.5-1.8 -> 1.1-1.4 us on the 2026-12-01 VM).
+      // its receive takes the provider's slower unexpected path.
       issue_recvs();
     }
   }
@@ -139,9 +138,9 @@ class OfiLink final : public Link {
       // Arming the wait fd (fi_trywait) costs system calls (an epoll_wait
       // and a read of the CQ's signal per call: ~4 reads and 4 epoll_waits
       // per 8-byte all_sum over tcp;ofi_rxm): while a small op spins, just
-      // read the completion queue again, as fi_pingpong does (8 B all_sum
-      // 26-35 -> 20-30 us on the 2026-12-01 VM). Large transfers keep
-      // arming it: skipping it there measured level or slower.
+      // read the completion queue again, as fi_pingpong does (faster for
+      // small ops: BENCHMARKS.md, History). Large transfers keep arming it:
+      // skipping it there measured level or slower.
       ws.driven(kFdSleepMs);
       return;
     }

@@ -69,10 +69,8 @@ class OfiNet {
 // Wires (endpoints) per rank over ofi: JACCL_WIRES / set_wires when given,
 // else 1. Every wire of a rank opens its endpoint on the same domain (one
 // NIC, or the host's memory for shm), so more wires add no hardware, only
-// threads driving a software provider's progress: on the 2-core VM of
-// 2026-12-01 (2 ranks, all_sum, 6 alternating runs, medians at 1 / 4 MiB)
-// shm moved 2.85 / 2.09 GB/s with one wire and 2.35 / 1.66 with two,
-// tcp;ofi_rxm 1.73 / 1.14 against 0.90 / 0.92.
+// threads driving a software provider's progress, which one wire did
+// faster (BENCHMARKS.md, History).
 int ofi_wires(const Config& cfg);
 
 // The domain name JACCL_IBV_DEVICES gives rank `rank` ("" when the matrix

@@ -27,13 +27,11 @@ inline void copy_bytes(void* dst, const void* src, size_t n) {
 // A temporal copy for the shared-memory data planes' bulk copies (staging,
 // the last hop into the caller's buffer), instead of memcpy. glibc's memcpy
 // uses `rep movsb` from a few KiB up to the L2 size when the CPU reports
-// ERMS/FSRM, and on the AMD EPYC (Zen 3) VM of 2026-12-01 `rep movsb` runs
-// at 2-3 GB/s instead of 25-30 whenever (dst - src) mod 4096 is in 1..~32:
-// that is the case for a malloc'd buffer (page + 16) copied from a
-// page-aligned segment, so jaccl's copy-out ran at a tenth of memcpy in the
-// middle sizes (bench/shm_pattern and BENCHMARKS.md have the measurements).
-// A plain 16-byte load/store loop has no such cliff (18-30 GB/s at any
-// offset). Small copies stay with memcpy (latency).
+// ERMS/FSRM, and on some CPUs (AMD Zen 3) `rep movsb` runs at a tenth of
+// its speed whenever (dst - src) mod 4096 is in 1..~32: the case of a
+// malloc'd buffer (page + 16) copied from a page-aligned segment. A plain
+// 16-byte load/store loop has no such cliff (bench/shm_pattern; figures in
+// BENCHMARKS.md). Small copies stay with memcpy (latency).
 inline void cached_copy(void* dst, const void* src, size_t n) {
 #if defined(__x86_64__)
   if (n < 1024 || dst == src) {

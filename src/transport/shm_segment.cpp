@@ -26,7 +26,7 @@ namespace {
 
 void* map(int fd, size_t bytes, const std::string& address, int rank) {
   // No MAP_POPULATE: reserve() already allocated (and zeroed) every page,
-  // the costly part (~11 us per fresh 4 KiB page on these VMs); what is left
+  // the costly part (a fresh page costs microseconds); what is left
   // is a minor fault the first time this rank touches a page. Populating
   // every mapping up front made each of 64 ranks map the whole segment at
   // set-up, though each touches a small part of it.

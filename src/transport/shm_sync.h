@@ -52,15 +52,13 @@ void wait_until(WakeWord& ww, Ready ready, Check check, Mode mode) {
   // 1. Spin without giving up the core: a peer that is running answers in
   //    well under a microsecond, and a yield here would hand the core to any
   //    other process for a whole time slice. Oversubscribed, the peer is
-  //    likely waiting for this core, so every poll yields (4 ranks on 2
-  //    cores: 24 us -> 3 us per small all_sum).
+  //    likely waiting for this core, so every poll yields.
   //    The scheduler may also put two ranks that woke each other on one CPU
-  //    and leave them there for a long while (2 ranks on 2 cores of the
-  //    2026-12-01 VM: 24 us per 8 B-16 KiB all_sum, a 20 us spin per step,
-  //    for ~100 ms); then the waiter yields, and the caller moves one of
-  //    them (ShmChannel::wait_mode). Sleeping on the futex instead did not
-  //    separate them (the wake-up put the sleeper back beside its waker:
-  //    5-6 us per step).
+  //    and leave them there for a long while (a spin then costs a whole
+  //    step); then the waiter yields, and the caller moves one of them
+  //    (ShmChannel::wait_mode). Sleeping on the futex instead did not
+  //    separate them (the wake-up put the sleeper back beside its waker).
+  //    Figures: BENCHMARKS.md, History.
   // 2. Then yield between polls for a while.
   // 3. Then sleep on the futex.
   const auto start = Clock::now();

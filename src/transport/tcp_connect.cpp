@@ -40,12 +40,9 @@ int data_wires_between(int a, int b, int size, int wires) {
 }
 
 // Each wire of a ring op is driven by its own thread, busy with copies in
-// and out of the kernel. On the 2-core VM of 2026-12-01 (2 ranks, all_sum,
-// 5 alternating runs, same-host buffers of transport/tcp_setup.cpp), one
-// wire moved 1.98 / 1.97 / 1.78 GB/s at 1 / 2 / 4 MiB where two moved
-// 1.17 / 1.21 / 1.44 (Open MPI-TCP 2.03 / 1.94 / 1.22); two were 8-20 %
-// ahead at 8-64 MiB (1.40-1.51 against 1.26-1.36, Open MPI 0.52-0.83).
-// So a second wire is worth its thread only where cores are free for it.
+// and out of the kernel, so a second wire is worth its thread only where
+// cores are free for it (one wire was faster up to 4 MiB on two cores:
+// BENCHMARKS.md, History).
 int default_tcp_wires(const std::vector<TcpCard>& cards, bool leaders_only) {
   constexpr int kWires = 2;
   for (const TcpCard& c : cards) {

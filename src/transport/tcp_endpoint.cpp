@@ -27,15 +27,11 @@ bool is_peer_lost(int err) {
 // A same-host message that fits in the socket's send buffer goes into the
 // kernel in one sendmsg, the peer's data meanwhile waiting on this socket
 // (and the peer doing the same), and ran at a third to a half of the speed
-// of one twice the buffer's size: 2-rank mesh all_sum over loopback on the
-// 2026-12-02 VM (bound ranks, 4 alternating rounds, busbw GB/s), SO_SNDBUF
-// 512 KiB: 256 KiB 1.3-2.1, 512 KiB 1.4-2.0, 1 MiB 3.3-3.9; 256 KiB: 1.3-2.1,
-// 3.5-4.4, 2.7-4.2; 128 KiB: 3.7-3.9, 2.4-4.1, 2.8-3.5 (Open MPI-TCP 1.5-2.1,
-// 1.8-3.1, 2.2-4.3). So a whole message (Msg::whole) sends with half its
-// size of buffer, within [kMinSendBuffer, the buffer set up]; the ring's
-// stream of pieces keeps the full buffer (it was 8-15 % slower at 4-8 MiB
-// with half). Below kMinSendBuffer a loopback connection (64 KiB segments)
-// stalls on delayed ACKs: 32 KiB took 33 ms per 64 KiB all_sum.
+// of one twice the buffer's size. So a whole message (Msg::whole) sends
+// with half its size of buffer, within [kMinSendBuffer, the buffer set up];
+// the ring's stream of pieces keeps the full buffer (slower with half).
+// Below kMinSendBuffer a loopback connection (64 KiB segments) stalls on
+// delayed ACKs. Figures: BENCHMARKS.md, History (the 06:25 run).
 constexpr size_t kMinSendBuffer = size_t(128) << 10;
 
 // The SO_SNDBUF for m; `now` where the size does not matter (a message

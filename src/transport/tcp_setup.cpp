@@ -217,16 +217,13 @@ void collect(TcpSetup& st, std::unique_ptr<TcpAcceptor> acceptor,
 // TCP is memory copies: the sender's into socket buffers, the receiver's
 // out of them. Left to autotune, a send buffer grows to megabytes, the
 // bytes in flight outgrow the core's L2, and both copies go to memory: a
-// 1 MiB 2-rank all_sum spent 0.9 ms of CPU per call where Open MPI-TCP,
-// which keeps less in flight, spent 0.49 (perf: the kernel's copy into
-// the socket 3-4x slower per byte). Capped so the kernel's accounting
-// (twice SO_SNDBUF) is one L2, 5 alternating runs on the 2026-12-01 VM
-// moved 2-rank all_sum at 4-64 MiB from 0.80-0.95 to 1.34-1.42 GB/s
-// (medians; 4 ranks 0.43-0.46 -> 0.57-0.68), level at 64 KiB-1 MiB.
-// Between hosts a send buffer has to cover the bandwidth-delay product,
-// so autotuning stays. The kernel caps the request at net.core.wmem_max
-// (212992 on a stock Debian, 4 MiB on that VM); the debug log says what
-// it applied.
+// 1 MiB 2-rank all_sum spent about twice Open MPI-TCP's CPU per call
+// (perf: the kernel's copy into the socket 3-4x slower per byte). So the
+// kernel's accounting (twice SO_SNDBUF) is capped at one L2, which sped up
+// large all_sums (BENCHMARKS.md, History). Between hosts a send buffer has
+// to cover the bandwidth-delay product, so autotuning stays. The kernel
+// caps the request at net.core.wmem_max (212992 on a stock Debian); the
+// debug log says what it applied.
 int same_host_send_buffer() {
   return static_cast<int>(
       std::clamp<size_t>(l2_cache_bytes() / 2, 64 << 10, 4 << 20));

@@ -5,8 +5,8 @@
 // at sizes on both sides of the wire split and of the shared-memory window;
 // the counts check (the same ProtocolError on every rank, the group still
 // usable) and the usage errors. The full matrix (every element size class,
-// N up to 8, the hierarchical group, ofi) runs in test_conformance and
-// test_hier through tests/workers/conformance_a2a.h.
+// N up to 8, the hierarchical group, ofi) runs in test_group_conformance,
+// test_conformance and test_hier (tests/support/group_conformance_a2a.cpp).
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -633,7 +633,7 @@ TEST(CpuPlacement, CountIsTheAffinityMasksAndDrivesOversubscription) {
 
 // Two ranks the scheduler left on one CPU (as it may after they woke each
 // other): the higher one moves itself off it at a wait, so they do not
-// take turns on one core (24 us a small all_sum on the 2026-12-01 VM). Where
+// take turns on one core (a whole step per small all_sum). Where
 // they end up is the scheduler's business (another test on the other CPU
 // may bring them back together), so the test checks the move itself. The
 // scheduler may also part them before they ever wait side by side (CI saw
