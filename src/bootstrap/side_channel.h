@@ -90,6 +90,12 @@ class SideChannel {
 
   uint64_t calls() const { return seq_; }
 
+  // An fd that becomes readable when a set-up over this channel should give
+  // up at once (the survivors' side channel of a shrink: a member has
+  // failed); -1: none. The TCP set-up's connect phase polls it.
+  void set_abort_fd(int fd) { abort_fd_ = fd; }
+  int abort_fd() const { return abort_fd_; }
+
  private:
   void raw_call(const char* src, char* dst, size_t n);
   void check_frames(const char* frames, size_t stride, uint64_t n_bytes,
@@ -105,6 +111,7 @@ class SideChannel {
   bool user_supplied_;
   std::mutex mu_;
   uint64_t seq_ = 0;
+  int abort_fd_ = -1;
 };
 
 }  // namespace jaccl::detail
