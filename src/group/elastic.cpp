@@ -65,6 +65,7 @@ std::vector<int> GroupHandle::agree_failed() {
   if (!control_.monitor) {
     return {};
   }
+  require_full_mesh(*this, *control_.monitor, "agree_failed");
   try {
     return control_.monitor
         ->agree({}, true, Deadline::after(cfg_.get_timeout()))

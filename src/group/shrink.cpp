@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "group/group_handle.h"
 #include "group/make_group.h"
+#include "group/plan.h"
 #include "group/split.h"
 #include "transport/failure.h"
 #include "transport/liveness.h"
@@ -96,6 +97,21 @@ AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
   };
 }
 
+void require_full_mesh(const GroupHandle& g, const LivenessMonitor& monitor,
+                       const char* call) {
+  if (!monitor.full_mesh()) {
+    raise(ErrorKind::Usage,
+          std::string(call) + ": a one-host group of " +
+              std::to_string(monitor.size()) + " ranks (more than " +
+              std::to_string(kFullControlMeshMax) +
+              ") keeps its control connections as a star at rank 0, and the "
+              "survivors of a failure could not reach each other; split it "
+              "into groups of at most " +
+              std::to_string(kFullControlMeshMax) + " ranks to shrink them",
+          {.rank = g.job_rank(monitor.rank())});
+  }
+}
+
 std::shared_ptr<Group> shrink_group(GroupHandle& parent,
                                     std::span<const int> exclude) {
   const int n = parent.size();
@@ -126,6 +142,7 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     return has(excl, 0) ? nullptr : shrink_alone(parent);
   }
   LivenessMonitor& mon = *ctl.monitor;
+  require_full_mesh(parent, mon, "shrink");
   const Millis timeout = parent.config().get_timeout();
   // Every agreement's errors name the parent's members: job ranks out.
   auto agree = [&](bool ok) {

@@ -32,6 +32,11 @@ AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
                                  std::vector<int> members, int me_index,
                                  uint64_t tag0, Millis timeout);
 
+// A UsageError naming `call` unless the monitor reaches every peer (a
+// one-host group above kFullControlMeshMax ranks keeps a star at rank 0).
+void require_full_mesh(const GroupHandle& g, const LivenessMonitor& monitor,
+                       const char* call);
+
 // Collective over parent's live members (Group::shrink). Errors name job
 // ranks.
 std::shared_ptr<Group> shrink_group(GroupHandle& parent,

@@ -134,6 +134,11 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
       state_(std::move(state)),
       shared_(std::make_shared<Shared>(rank, size_)),
       control_(std::move(control)) {
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && !control_[static_cast<size_t>(p)].valid()) {
+      full_mesh_ = false;
+    }
+  }
   shared_->wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!shared_->wake.valid()) {
     raise(ErrorKind::Io, "eventfd() failed",

@@ -64,6 +64,9 @@ class LivenessMonitor {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Whether this rank has a control connection to every peer (agreement
+  // and shrink need it; a large one-host group keeps a star at rank 0).
+  bool full_mesh() const { return full_mesh_; }
   const std::shared_ptr<FailureState>& state() const { return state_; }
 
   // ---- elastic groups (any thread) ----------------------------------------
@@ -99,6 +102,7 @@ class LivenessMonitor {
   std::shared_ptr<FailureState> state_;
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
+  bool full_mesh_ = true;
   std::thread thread_;
 };
 
