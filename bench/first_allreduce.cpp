@@ -5,31 +5,82 @@
 // bench/compare times the whole launcher command from outside; rank 0 also
 // prints, as one JSON line, how long init and the first all_sum took inside
 // the process.
+//
+// With FIRST_ALLREDUCE_T0 set (CLOCK_REALTIME in ns, taken by the caller
+// just before it started the launcher), every rank's phases are reduced
+// after the measured all_sum (one all_max more) and rank 0 adds, in ms
+// from T0: when the last rank reached main (fork, exec and the dynamic
+// loader of every rank), when the last finished init and when the last
+// finished the first all_sum; and the slowest rank's init and all_sum.
+//
+// FIRST_ALLREDUCE_STOP=main exits at once (what starting the program
+// costs), =init right after init (what bootstrap adds); the CPU a whole
+// job spends with each, beside the full run, splits it into phases.
 #include <jaccl/jaccl.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+
+namespace {
+
+double realtime_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 +
+         static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+}  // namespace
 
 int main() {
   using Clock = std::chrono::steady_clock;
+  const double main_at = realtime_ms();
+  const char* stop = std::getenv("FIRST_ALLREDUCE_STOP");
+  const std::string stop_at = stop != nullptr ? stop : "";
+  if (stop_at == "main") {
+    return 0;
+  }
   auto t0 = Clock::now();
   try {
     auto group = jaccl::init(/*strict=*/true);
+    if (stop_at == "init") {
+      return 0;
+    }
     auto t1 = Clock::now();
+    const double init_at = realtime_ms();
     float in = static_cast<float>(group->rank() + 1), out = 0;
     group->all_sum(&in, &out, sizeof(float), jaccl::Float32);
     auto t2 = Clock::now();
+    const double first_at = realtime_ms();
     int n = group->size();
     bool ok = out == static_cast<float>(n) * (n + 1) / 2;
+    auto ms = [](auto d) {
+      return std::chrono::duration<double, std::milli>(d).count();
+    };
+    std::string phases;
+    if (const char* t0_env = std::getenv("FIRST_ALLREDUCE_T0")) {
+      const double start = std::strtod(t0_env, nullptr) / 1e6;
+      double mine[5] = {main_at - start, init_at - start, first_at - start,
+                        ms(t1 - t0), ms(t2 - t1)};
+      double worst[5] = {0, 0, 0, 0, 0};
+      group->all_max(mine, worst, sizeof(mine), jaccl::Float64);
+      char buf[256];
+      std::snprintf(buf, sizeof(buf),
+                    ",\"last_main_ms\":%.1f,\"last_init_done_ms\":%.1f,"
+                    "\"last_first_done_ms\":%.1f,\"max_init_ms\":%.1f,"
+                    "\"max_first_all_sum_ms\":%.1f",
+                    worst[0], worst[1], worst[2], worst[3], worst[4]);
+      phases = buf;
+    }
     if (group->rank() == 0 || !ok) {
-      auto ms = [](auto d) {
-        return std::chrono::duration<double, std::milli>(d).count();
-      };
       std::printf(
           "{\"ranks\":%d,\"rank\":%d,\"backend\":\"%s\",\"init_ms\":%.3f,"
-          "\"first_all_sum_ms\":%.3f,\"ok\":%s}\n",
+          "\"first_all_sum_ms\":%.3f,\"ok\":%s%s}\n",
           n, group->rank(), group->backend_name(), ms(t1 - t0), ms(t2 - t1),
-          ok ? "true" : "false");
+          ok ? "true" : "false", phases.c_str());
     }
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

@@ -43,6 +43,13 @@ class ErrorClasses {
     sub(ErrorKind::Io, "IoError", "The OS refused (bind, resolve, mmap ...).");
     sub(ErrorKind::Usage, "UsageError",
         "The API was called wrongly (also a ValueError).", PyExc_ValueError);
+    sub(ErrorKind::Aborted, "AbortedError",
+        "This rank aborted the group (elastic groups).");
+    sub(ErrorKind::Revoked, "RevokedError",
+        "A member revoked the group; peers names it (elastic groups).");
+    sub(ErrorKind::Excluded, "ExcludedError",
+        "The other members declared this rank failed and left it out of the "
+        "group (elastic groups).");
     by_kind_[static_cast<int>(ErrorKind::Internal)] = base_;
     // Class-level defaults, so every instance has the attributes (an error
     // raised from Python by class name, a message-only error).

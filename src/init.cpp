@@ -92,8 +92,10 @@ std::shared_ptr<Group> init(const Config& cfg, bool strict) {
     return nullptr;
   }
   auto sc = detail::make_side_channel(cfg);
-  return std::make_shared<detail::GroupHandle>(detail::make_group(cfg, sc), cfg,
-                                               std::vector<int>{});
+  detail::GroupControl control;
+  auto inner = detail::make_group(cfg, sc, &control);
+  return std::make_shared<detail::GroupHandle>(
+      std::move(inner), cfg, std::vector<int>{}, std::move(control));
 }
 
 std::shared_ptr<Group> init(bool strict) {

@@ -20,7 +20,11 @@ enum class ErrorKind {
   Protocol,  // a peer sent something that does not follow the protocol
   Io,        // the OS refused (bind, resolve, mmap, ...)
   Usage,     // the API was called wrongly (bad dtype, size, peer, ...)
-  Internal,  // a bug in jaccl
+  // Elastic groups (Group::abort, revoke, shrink; docs/failures.md):
+  Aborted,   // this rank aborted the group (Group::abort)
+  Revoked,   // a member revoked the group (Group::revoke); peers() names it
+  Excluded,  // the other members declared this rank failed and left it out
+  Internal,  // a bug in jaccl (always the last kind)
 };
 
 const char* to_string(ErrorKind kind) noexcept;
@@ -113,6 +117,25 @@ class UsageError : public Error {
  public:
   explicit UsageError(const std::string& w) : Error(ErrorKind::Usage, w) {}
   explicit UsageError(ErrorInfo i) : Error(ErrorKind::Usage, std::move(i)) {}
+};
+class AbortedError : public Error {
+ public:
+  explicit AbortedError(const std::string& w) : Error(ErrorKind::Aborted, w) {}
+  explicit AbortedError(ErrorInfo i)
+      : Error(ErrorKind::Aborted, std::move(i)) {}
+};
+class RevokedError : public Error {
+ public:
+  explicit RevokedError(const std::string& w) : Error(ErrorKind::Revoked, w) {}
+  explicit RevokedError(ErrorInfo i)
+      : Error(ErrorKind::Revoked, std::move(i)) {}
+};
+class ExcludedError : public Error {
+ public:
+  explicit ExcludedError(const std::string& w)
+      : Error(ErrorKind::Excluded, w) {}
+  explicit ExcludedError(ErrorInfo i)
+      : Error(ErrorKind::Excluded, std::move(i)) {}
 };
 
 // An error of the concrete class of kind (ConfigError for Config, ...;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "jaccl/reduce_op.h"
 #include "jaccl/types.h"
@@ -101,6 +102,37 @@ class Group {
                       int root);
   virtual void scatter(const void* input, void* output, size_t n_bytes,
                        int root);
+
+  // ---- jaccl extensions: elastic groups ----------------------------------
+  // Carrying on after a failure (docs/failures.md, "Elastic groups"): catch
+  // the error, revoke() so every member stops, shrink() to the survivors,
+  // continue on the new group. Ranks are ranks of this group. The output of
+  // a collective that failed is unspecified; no user buffer is freed or
+  // kept. The defaults throw UsageError, for Group implementations outside
+  // jaccl (as split's).
+
+  // Any thread, any time: every operation of this group in flight in this
+  // process returns promptly with an Aborted error, and so does every later
+  // one (shrink too); the peers see this rank as failed.
+  virtual void abort();
+  // Not collective: every member's pending and later operations on this
+  // group fail with a Revoked error naming the rank that revoked (peers()),
+  // also members that are idle. The group can still be shrunk.
+  virtual void revoke();
+  // The ranks this rank knows to have failed, ascending (no communication).
+  virtual std::vector<int> failed_ranks();
+  // Collective over the live members: every one returns the same failed
+  // ranks, ascending; a rank that fails meanwhile is in it on every member.
+  virtual std::vector<int> agree_failed();
+  // Collective over the live members (the excluded ranks need not call it;
+  // every caller passes the same list): a new group of the live ranks not in
+  // `exclude`, numbered in this group's order, set up over the control
+  // connections that survive (never the side channel). It works whichever
+  // ranks died, rank 0 too, also when one dies during the shrink. nullptr on
+  // a rank in `exclude`; an Excluded error on a rank the others declared
+  // failed (one stopped too long, say). Works on a failed, revoked or
+  // healthy group; the new group is independent of this one.
+  virtual std::shared_ptr<Group> shrink(std::span<const int> exclude = {});
 };
 
 }  // namespace jaccl

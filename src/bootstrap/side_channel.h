@@ -91,6 +91,12 @@ class SideChannel {
 
   uint64_t calls() const { return seq_; }
 
+  // An fd that becomes readable when a set-up over this channel should give
+  // up at once (the survivors' side channel of a shrink: a member has
+  // failed); -1: none. The TCP set-up's connect phase polls it.
+  void set_abort_fd(int fd) { abort_fd_ = fd; }
+  int abort_fd() const { return abort_fd_; }
+
  private:
   void raw_call(const char* src, char* dst, size_t n);
   // The buffer the frames are gathered into, kept between calls: at
@@ -113,6 +119,7 @@ class SideChannel {
   uint64_t seq_ = 0;
   std::unique_ptr<char[]> gathered_;
   size_t gathered_size_ = 0;
+  int abort_fd_ = -1;
 };
 
 }  // namespace jaccl::detail

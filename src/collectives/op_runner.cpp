@@ -24,7 +24,14 @@ void OpRunner::settle(const OpCall& c) {
     std::rethrow_exception(e);
   }
   state_->fail(e);
-  std::rethrow_exception(state_->error());
+  // The failure that ended this op, also when a revoke came after it (later
+  // ops see that, in step 2); but a rank that is out of the group
+  // (excluded, aborted) says so.
+  const GroupStatus now = state_->status();
+  std::rethrow_exception(now == GroupStatus::Excluded ||
+                                 now == GroupStatus::Aborted
+                             ? state_->error()
+                             : state_->first_error());
 }
 
 }  // namespace jaccl::detail

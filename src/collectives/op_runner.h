@@ -19,8 +19,10 @@
 //      caller sees the group's first failure -- except a UsageError and an
 //      error the body raised through agreed(), which leave the group as it
 //      was.
-// The group's states live here and in its FailureState: a new state
-// (revoked, aborted) is a check in step 2 and a transition in step 6.
+// The group's states live in its FailureState (healthy, failed, revoked,
+// excluded, aborted): step 2 throws the current state's error (a revoked
+// group's Revoked), step 6 the failure that ended the op (an op running
+// when a peer died reports the death, even if a revoke followed).
 #pragma once
 
 #include <exception>

@@ -22,6 +22,12 @@ namespace jaccl::detail {
 namespace {
 
 constexpr size_t kSmallBytes = 32 * 1024;  // one-sync path up to here
+// From this many ranks a small reduction is rank 0's alone, and the others
+// copy the result after a second sync: every rank reducing all N inputs
+// costs N x N reads, and on first use N x N page faults (each maps a whole
+// slot through fault-around; dear where a VM traps page-table writes, and
+// at 1024 ranks they were most of the CPU before the first all_sum).
+constexpr int kRootReduceRanks = 64;
 // all_gather may read peers' inputs directly (process_vm_readv) from here:
 // below, the system call and the page pinning cost more than a copy.
 constexpr size_t kDirectGatherBytes = 64 * 1024;
@@ -134,6 +140,20 @@ void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
       cached_copy(slot(rank_, steps() + 1), in, n);
       step(d);
+      if (size_ >= kRootReduceRanks) {
+        // Rank 0 reduces (in rank order, as below) and the others copy its
+        // result after one more sync: N reads in all instead of N x N.
+        if (rank_ == 0) {
+          char* res = result(steps() + 1);
+          cached_copy(res, slot(0, steps()), n);
+          for (int q = 1; q < size_; ++q) {
+            reduce_into(op, dtype, res, slot(q, steps()), n / esz);
+          }
+        }
+        step(d);
+        cached_copy(out, result(steps()), n);
+        return;
+      }
       cached_copy(out, slot(0, steps()), n);
       for (int q = 1; q < size_; ++q) {
         reduce_into(op, dtype, out, slot(q, steps()), n / esz);

@@ -22,6 +22,12 @@ const char* to_string(ErrorKind kind) noexcept {
       return "Io";
     case ErrorKind::Usage:
       return "Usage";
+    case ErrorKind::Aborted:
+      return "Aborted";
+    case ErrorKind::Revoked:
+      return "Revoked";
+    case ErrorKind::Excluded:
+      return "Excluded";
     case ErrorKind::Internal:
       return "Internal";
   }
@@ -52,6 +58,12 @@ template <class Arg>
       throw IoError(std::forward<Arg>(arg));
     case ErrorKind::Usage:
       throw UsageError(std::forward<Arg>(arg));
+    case ErrorKind::Aborted:
+      throw AbortedError(std::forward<Arg>(arg));
+    case ErrorKind::Revoked:
+      throw RevokedError(std::forward<Arg>(arg));
+    case ErrorKind::Excluded:
+      throw ExcludedError(std::forward<Arg>(arg));
     case ErrorKind::Internal:
       break;
   }

@@ -18,10 +18,11 @@ std::shared_ptr<Group> Group::split(int, int) {
 namespace detail {
 
 GroupHandle::GroupHandle(std::shared_ptr<Group> inner, Config cfg,
-                         std::vector<int> names)
+                         std::vector<int> names, GroupControl control)
     : inner_(std::move(inner)),
       cfg_(std::move(cfg)),
-      names_(std::move(names)) {}
+      names_(std::move(names)),
+      control_(std::move(control)) {}
 
 int GroupHandle::job_rank(int member) const {
   return names_.empty() ? member : names_[static_cast<size_t>(member)];

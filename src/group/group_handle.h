@@ -11,14 +11,17 @@
 #include <string>
 #include <vector>
 
+#include "group/make_group.h"
 #include "jaccl/jaccl.h"
 
 namespace jaccl::detail {
 
 class GroupHandle final : public Group {
  public:
-  // names[i]: the job rank of member i (empty: the job itself).
-  GroupHandle(std::shared_ptr<Group> inner, Config cfg, std::vector<int> names);
+  // names[i]: the job rank of member i (empty: the job itself). control:
+  // the group's state and liveness monitor (group/elastic.cpp).
+  GroupHandle(std::shared_ptr<Group> inner, Config cfg, std::vector<int> names,
+              GroupControl control = {});
 
   int rank() override { return inner_->rank(); }
   int size() override { return inner_->size(); }
@@ -42,11 +45,18 @@ class GroupHandle final : public Group {
               int root) override;
   void gather(const void* in, void* out, size_t n, int root) override;
   void scatter(const void* in, void* out, size_t n, int root) override;
+  // Elastic groups (group/elastic.cpp).
+  void abort() override;
+  void revoke() override;
+  std::vector<int> failed_ranks() override;
+  std::vector<int> agree_failed() override;
+  std::shared_ptr<Group> shrink(std::span<const int> exclude) override;
 
   const Config& config() const { return cfg_; }
   // Job rank of member i.
   int job_rank(int member) const;
   const std::vector<int>& names() const { return names_; }
+  const GroupControl& control() const { return control_; }
 
  private:
   // Runs f; a child rethrows a jaccl::Error with job ranks in its fields.
@@ -56,6 +66,7 @@ class GroupHandle final : public Group {
   std::shared_ptr<Group> inner_;
   Config cfg_;
   std::vector<int> names_;
+  GroupControl control_;
 };
 
 }  // namespace jaccl::detail

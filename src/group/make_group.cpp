@@ -189,7 +189,8 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
 
 }  // namespace
 
-std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
+std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
+                                  GroupControl* control) {
   const int rank = cfg.get_rank();
   const std::string& transport = cfg.get_transport();
   if (transport != "tcp" && transport != "auto" && transport != "shm" &&
@@ -231,6 +232,9 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc) {
   ControlBlock conns =
       setup_tcp(cfg, sc, want_data,
                 ofi != nullptr ? ofi->card() : std::vector<std::string>());
+  if (control != nullptr) {
+    *control = GroupControl{conns.state, conns.monitor};
+  }
   if (plan.layout == Layout::Shm) {
     std::vector<int> all(static_cast<size_t>(cfg.get_size()));
     std::iota(all.begin(), all.end(), 0);

@@ -12,7 +12,19 @@
 
 namespace jaccl::detail {
 
-std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc);
+class FailureState;
+class LivenessMonitor;
+
+// What the elastic calls of a group need (group/shrink.h): its state and
+// its liveness monitor (null for a group of one).
+struct GroupControl {
+  std::shared_ptr<FailureState> state;
+  std::shared_ptr<LivenessMonitor> monitor;
+};
+
+// control, when given, receives the group's GroupControl.
+std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
+                                  GroupControl* control = nullptr);
 
 // The SideChannel fingerprint of cfg: what every rank's config must agree
 // on (device matrix, topology, transport and wires, token), rank excluded.

@@ -59,12 +59,17 @@ std::vector<int> tcp_data_wires(const Plan& plan, int rank, bool network_data) {
     if (ip == rank) {
       continue;
     }
-    if (plan.layout == Layout::Shm) {
-      // Liveness only, as a star at rank 0: its ABORT relays any rank's
-      // death, and 64 ranks make 63 connections instead of 2016.
+    if (plan.layout == Layout::Shm && n > kFullControlMeshMax) {
+      // Liveness only, as a star at rank 0 (its ABORT relays any rank's
+      // death): a full mesh of 1024 ranks is 523,776 connections. Such a
+      // group cannot agree or shrink (see docs/failures.md).
       wires[p] = (rank == 0 || p == 0) ? 0 : -1;
-    } else if (!network_data) {
-      wires[p] = 0;  // libfabric carries the data; TCP keeps liveness
+    } else if (plan.layout == Layout::Shm || !network_data) {
+      // Shared memory or libfabric carries the data; TCP keeps liveness.
+      // Every pair, also on one host (where a star at rank 0 would connect
+      // 63 pairs at 64 ranks instead of 2016): the survivors of any death,
+      // rank 0's too, must still reach each other to agree and shrink.
+      wires[p] = 0;
     } else if (plan.layout == Layout::Flat) {
       wires[p] = data_wires_between(rank, ip, static_cast<int>(n), plan.wires);
     } else if (map.host_of[p] != map.host_of[static_cast<size_t>(rank)]) {

@@ -20,6 +20,11 @@ enum class Layout {
   Hier,  // shared memory inside hosts, the network between them
 };
 
+// The largest one-host (shared-memory) group whose control connections
+// form a full mesh, as agree_failed and shrink need; a larger one keeps a
+// star at rank 0 (n - 1 connections instead of n (n - 1) / 2).
+inline constexpr size_t kFullControlMeshMax = 128;
+
 struct Plan {
   Layout layout = Layout::Flat;
   HostMap map;

@@ -119,14 +119,15 @@ std::shared_ptr<Group> split_group(GroupHandle& parent, int color, int key) {
                    over_parent(parent, members, child_rank),
                    std::string("parent group (") + parent.backend_name() + ")",
                    cfg.get_timeout(), /*user_supplied=*/false);
-    auto inner = make_group(cfg, sc);
+    GroupControl control;
+    auto inner = make_group(cfg, sc, &control);
     JACCL_LOG(Info, "rank " << job_me << ": split color " << color
                             << ": child rank " << child_rank << " of "
                             << members.size() << " (job ranks "
                             << rank_list(names) << ") on "
                             << inner->backend_name());
     return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
-                                         std::move(names));
+                                         std::move(names), std::move(control));
   } catch (const ParentError& e) {
     throw_renamed(e, {});  // no names: rethrown of its own class, as it is
   } catch (const Error& e) {

@@ -21,6 +21,8 @@
 
 namespace jaccl::detail {
 
+class LivenessMonitor;
+
 // The group's failure state and liveness monitor (every plane reports to
 // them), its op budget and member names, and, where TCP carries data, the
 // data sockets.
@@ -42,6 +44,9 @@ struct ControlBlock {
   // Keeps the liveness monitor (heartbeats, control sockets) alive as long
   // as the group; type-erased so collectives do not depend on it.
   std::shared_ptr<void> keepalive;
+  // The same monitor, for the group layer's elastic calls (agreement,
+  // survivors' side channel); null for a group of one.
+  std::shared_ptr<LivenessMonitor> monitor;
 
   Deadline op_deadline() const { return Deadline::after(op_timeout); }
 };

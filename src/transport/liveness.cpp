@@ -17,32 +17,11 @@
 #include "common/error.h"
 #include "common/error_wire.h"
 #include "common/log.h"
+#include "transport/liveness_loop.h"
 
 namespace jaccl::detail {
 
 namespace {
-
-constexpr uint16_t kCtlMagic = 0xC71A;
-constexpr size_t kCtlHeader = 12;
-constexpr uint32_t kMaxText = 16384;      // an ABORT's encoded error
-constexpr size_t kMaxQueued = 64 * 1024;  // heartbeats beyond are dropped
-enum : uint8_t { kHeartbeat = 1, kGoodbye = 2, kAbort = 3 };
-
-std::string frame(uint8_t type, uint8_t kind, int32_t root,
-                  std::string_view text) {
-  text = text.substr(0, kMaxText);
-  std::string f(kCtlHeader + text.size(), '\0');
-  auto* p = reinterpret_cast<uint8_t*>(f.data());
-  p[0] = type;
-  p[1] = kind;
-  put_u16(p + 2, kCtlMagic);
-  put_u32(p + 4, static_cast<uint32_t>(root));
-  put_u32(p + 8, static_cast<uint32_t>(text.size()));
-  if (!text.empty()) {  // an empty view may have a null data()
-    std::memcpy(f.data() + kCtlHeader, text.data(), text.size());
-  }
-  return f;
-}
 
 const uint8_t* bytes_at(const std::string& s, size_t at) {
   return reinterpret_cast<const uint8_t*>(s.data()) + at;
@@ -114,28 +93,26 @@ std::exception_ptr relayed(const Origin& o, int me, int via) {
   return make_error(o.kind, std::move(info));
 }
 
+std::string abort_frame(const Origin& o) {
+  return ctl_frame(kCtlAbort, static_cast<uint8_t>(o.kind), o.root,
+                   encode_error_info(o.info, kCtlMaxText));
+}
+
 }  // namespace
 
-struct LivenessMonitor::Shared {
-  std::mutex mu;
-  std::vector<std::string> out;  // bytes queued per peer
-  std::vector<char> open;        // control socket still usable
-  bool stopping = false;
-  Fd wake;
+void LivenessMonitor::Shared::wake_up() {
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake.get(), &one, sizeof(one));
+}
 
-  void wake_up() {
-    uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake.get(), &one, sizeof(one));
-  }
-  // Caller holds mu.
-  void enqueue_all(const std::string& f, bool droppable) {
-    for (size_t p = 0; p < out.size(); ++p) {
-      if (open[p] && !(droppable && out[p].size() > kMaxQueued)) {
-        out[p] += f;
-      }
+void LivenessMonitor::Shared::enqueue_all(const std::string& f,
+                                          bool droppable) {
+  for (size_t p = 0; p < out.size(); ++p) {
+    if (open[p] && !(droppable && out[p].size() > kCtlMaxQueued)) {
+      out[p] += f;
     }
   }
-};
+}
 
 void apply_keepalive(int fd, Millis heartbeat_timeout) {
   long long hb_s = (heartbeat_timeout.count() + 999) / 1000;
@@ -152,10 +129,16 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
                                  std::shared_ptr<FailureState> state,
                                  Millis heartbeat_timeout)
     : rank_(rank),
+      size_(static_cast<int>(control.size())),
       heartbeat_(heartbeat_timeout),
       state_(std::move(state)),
-      shared_(std::make_shared<Shared>()),
+      shared_(std::make_shared<Shared>(rank, size_)),
       control_(std::move(control)) {
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && !control_[static_cast<size_t>(p)].valid()) {
+      full_mesh_ = false;
+    }
+  }
   shared_->wake = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!shared_->wake.valid()) {
     raise(ErrorKind::Io, "eventfd() failed",
@@ -166,6 +149,7 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
   state_->set_verdict_grace(Millis(1000));
   shared_->out.resize(control_.size());
   shared_->open.resize(control_.size());
+  shared_->gone.assign(control_.size(), 0);
   for (size_t p = 0; p < control_.size(); ++p) {
     shared_->open[p] = control_[p].valid();
   }
@@ -178,9 +162,12 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     if (!s) {
       return;
     }
-    Origin o = t_relay ? *t_relay : origin_of(st->error(), rank);
-    std::string f = frame(kAbort, static_cast<uint8_t>(o.kind), o.root,
-                          encode_error_info(o.info, kMaxText));
+    const GroupStatus status = st->status();
+    if (status == GroupStatus::Aborted || status == GroupStatus::Excluded) {
+      return;  // the escalation hook says it (or nothing is said)
+    }
+    std::string f =
+        abort_frame(t_relay ? *t_relay : origin_of(st->first_error(), rank));
     {
       std::lock_guard<std::mutex> lock(s->mu);
       if (s->stopping) {
@@ -190,7 +177,11 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     }
     s->wake_up();
   });
-  thread_ = std::thread([this] { run(); });
+  register_escalation_hook(weak, st, rank);
+  thread_ = std::thread([this] {
+    Loop loop(*this);
+    loop.run();
+  });
 }
 
 LivenessMonitor::~LivenessMonitor() {
@@ -199,156 +190,277 @@ LivenessMonitor::~LivenessMonitor() {
     shared_->stopping = true;
   }
   shared_->wake_up();
+  shared_->cv.notify_all();
   if (thread_.joinable()) {
     thread_.join();
   }
 }
 
-void LivenessMonitor::run() {
-  const size_t n = control_.size();
-  const bool hb_on = heartbeat_.count() > 0;
-  const Millis period = std::max(Millis(1), heartbeat_ / 4);
-  auto now = Clock::now();
-  std::vector<Clock::time_point> last(n, now);
-  std::vector<char> goodbye(n, 0), reported(n, 0);
-  std::vector<std::string> in(n);
-  auto next_hb = now;
+LivenessMonitor::Loop::Loop(LivenessMonitor& m)
+    : m_(m),
+      rank_(m.rank_),
+      n_(m.control_.size()),
+      control_(m.control_),
+      shared_(*m.shared_),
+      last_(n_, Clock::now()),
+      goodbye_(n_, 0),
+      reported_(n_, 0),
+      servicing_(n_, 0),
+      in_(n_) {}
 
-  auto fail_with = [&](std::exception_ptr e, const Origin* relay) {
-    t_relay = relay;
-    if (state_->fail(e, /*authoritative=*/true)) {
-      try {
-        std::rethrow_exception(e);
-      } catch (const Error& err) {
-        JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << err.what());
-      }
-    }
-    t_relay = nullptr;
-  };
-  auto fail = [&](ErrorKind kind, const Detail& what, const ErrorContext& ctx) {
-    fail_with(error_ptr(kind, what, ctx), nullptr);
-  };
-  auto close_peer = [&](size_t p) {
-    control_[p].reset();
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->open[p] = 0;
-    shared_->out[p].clear();
-  };
-  auto flush = [&] {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    for (size_t p = 0; p < n; ++p) {
-      auto& q = shared_->out[p];
-      while (!q.empty() && control_[p].valid()) {
-        ssize_t k = ::send(control_[p].get(), q.data(), q.size(),
-                           MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (k > 0) {
-          q.erase(0, static_cast<size_t>(k));
-        } else if (k < 0 && errno == EINTR) {
-          continue;
-        } else {
-          // EAGAIN: retry on POLLOUT; a broken socket: the read side reports.
-          if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-            q.clear();
-          }
-          break;
-        }
-      }
-    }
-  };
-  // Reads what peer p sent, handles complete frames, then EOF or an error.
-  auto service = [&](size_t p) {
+void LivenessMonitor::Loop::fail(ErrorKind kind, const Detail& what,
+                                 const ErrorContext& ctx) {
+  std::exception_ptr e = error_ptr(kind, what, ctx);
+  if (m_.state_->fail(e, /*authoritative=*/true)) {
+    JACCL_LOG(Debug,
+              "rank " << rank_ << " liveness: " << format_error(what, ctx));
+  }
+}
+
+void LivenessMonitor::Loop::close_peer(size_t p) {
+  if (control_[p].valid()) {
+    ::shutdown(control_[p].get(), SHUT_WR);
+    // Drain unread bytes so close() sends FIN, not RST.
     char buf[4096];
-    int err = -1;  // -1: still open, 0: EOF, >0: errno
-    for (;;) {
-      ssize_t k = ::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT);
-      if (k > 0) {
-        in[p].append(buf, static_cast<size_t>(k));
-        last[p] = Clock::now();
-        continue;
+    while (::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+  }
+  control_[p].reset();
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  shared_.open[p] = 0;
+  shared_.out[p].clear();
+}
+
+void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
+                                 const Detail& cause) {
+  const auto u = static_cast<size_t>(r);
+  if (!m_.state_->mark_failed(r)) {
+    return;
+  }
+  // What r sent before it failed is read first (a decision among it).
+  if (control_[u].valid() && !servicing_[u]) {
+    service(u);
+  }
+  // DEAD goes out before the ABORT that fail() queues: a stopped r, woken,
+  // reads first that it was left out.
+  const std::string dead =
+      ctl_frame(kCtlDead, 0, r, (cause.empty() ? what : cause).to_wire());
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.gone[u] = 1;
+    for (size_t p = 0; p < n_; ++p) {
+      if (p != u && shared_.open[p]) {
+        shared_.out[p] += dead;
       }
-      if (k < 0 && errno == EINTR)
+    }
+    if (shared_.open[u]) {
+      // A stopped rank reads this when it wakes: it has been left out.
+      shared_.out[u] += dead;
+      const std::string& q = shared_.out[u];
+      [[maybe_unused]] auto k = ::send(control_[u].get(), q.data(), q.size(),
+                                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+  shared_.cv.notify_all();
+  close_peer(u);
+  fail(ErrorKind::PeerLost, what, {.rank = rank_, .sys_errno = sys_errno});
+}
+
+void LivenessMonitor::Loop::close_all() {
+  for (size_t p = 0; p < n_; ++p) {
+    if (control_[p].valid()) {
+      close_peer(p);
+    }
+  }
+}
+
+void LivenessMonitor::Loop::flush() {
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  for (size_t p = 0; p < n_; ++p) {
+    auto& q = shared_.out[p];
+    while (!q.empty() && control_[p].valid()) {
+      ssize_t k = ::send(control_[p].get(), q.data(), q.size(),
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (k > 0) {
+        q.erase(0, static_cast<size_t>(k));
+      } else if (k < 0 && errno == EINTR) {
         continue;
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      } else {
+        // EAGAIN: retry on POLLOUT; a broken socket: the read side reports.
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+          q.clear();
+        }
         break;
-      err = k == 0 ? 0 : errno;
+      }
+    }
+  }
+}
+
+void LivenessMonitor::Loop::on_abort_frame(size_t p, uint8_t kind, int32_t root,
+                                           std::string_view body) {
+  Origin o;
+  o.root = root;
+  o.kind = kind <= static_cast<uint8_t>(ErrorKind::Internal)
+               ? static_cast<ErrorKind>(kind)
+               : ErrorKind::Internal;
+  if (o.kind == ErrorKind::Aborted) {
+    // The root aborted the group: for us it is a lost peer.
+    if (root >= 0 && static_cast<size_t>(root) < n_ && root != rank_) {
+      lost(root, rank_ref(root) + " aborted the group", 0);
+    }
+    return;
+  }
+  if (auto info = decode_error_info(body)) {
+    o.info = std::move(*info);
+  } else {  // not an encoded error: shown as text
+    o.info.detail = escape_detail(body);
+  }
+  // o.info is relayed on as the root made it; only what this rank shows is
+  // rewritten from the root's point of view.
+  std::exception_ptr e = relayed(o, rank_, static_cast<int>(p));
+  t_relay = &o;
+  if (m_.state_->fail(e, /*authoritative=*/true)) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& err) {
+      JACCL_LOG(Debug, "rank " << rank_ << " liveness: " << err.what());
+    }
+  }
+  t_relay = nullptr;
+}
+
+void LivenessMonitor::Loop::handle(size_t p, uint8_t type, uint8_t kind,
+                                   int32_t root, std::string_view body) {
+  switch (type) {
+    case kCtlGoodbye: {
+      goodbye_[p] = 1;
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      shared_.gone[p] = 1;  // left: not waited for by an agreement
+      shared_.cv.notify_all();
       break;
     }
-    const Detail who = rank_ref(static_cast<int>(p));
-    while (in[p].size() >= kCtlHeader) {
-      const std::string& s = in[p];
-      uint8_t type = static_cast<uint8_t>(s[0]);
-      uint8_t kind = static_cast<uint8_t>(s[1]);
-      uint32_t len = get_u32(bytes_at(s, 8));
-      if (get_u16(bytes_at(s, 2)) != kCtlMagic || len > kMaxText ||
-          type < kHeartbeat || type > kAbort) {
-        fail(ErrorKind::Protocol,
-             who + " sent a malformed control frame (type " +
-                 std::to_string(type) + ", length " + std::to_string(len) + ")",
-             {.rank = rank_});
-        close_peer(p);
-        return;
-      }
-      if (s.size() < kCtlHeader + len)
-        break;
-      if (type == kGoodbye) {
-        goodbye[p] = 1;
-      } else if (type == kAbort) {
-        Origin o;
-        o.root = static_cast<int32_t>(get_u32(bytes_at(s, 4)));
-        o.kind = kind <= static_cast<uint8_t>(ErrorKind::Internal)
-                     ? static_cast<ErrorKind>(kind)
-                     : ErrorKind::Internal;
-        const std::string_view body(s.data() + kCtlHeader, len);
-        if (auto info = decode_error_info(body)) {
-          o.info = std::move(*info);
-        } else {  // not an encoded error: shown as text
-          o.info.detail = escape_detail(body);
-        }
-        // o.info is relayed on as the root made it; only what this rank
-        // shows is rewritten from the root's point of view.
-        fail_with(relayed(o, rank_, static_cast<int>(p)), &o);
-      }
-      in[p].erase(0, kCtlHeader + len);
+    case kCtlAbort:
+      on_abort_frame(p, kind, root, body);
+      break;
+    case kCtlDead:
+      on_dead(p, root, body);
+      break;
+    case kCtlRevoke:
+      on_revoke(p, root);
+      break;
+    case kCtlVote:
+      on_vote(p, body);
+      break;
+    case kCtlDecide:
+      on_decide(p, body);
+      break;
+    case kCtlMail:
+      on_mail(p, body);
+      break;
+    default:  // HEARTBEAT: last_ is already updated
+      break;
+  }
+}
+
+// Reads what peer p sent, handles complete frames, then EOF or an error.
+void LivenessMonitor::Loop::service(size_t p) {
+  servicing_[p] = 1;
+  char buf[4096];
+  int err = -1;  // -1: still open, 0: EOF, >0: errno
+  for (;;) {
+    ssize_t k = ::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (k > 0) {
+      in_[p].append(buf, static_cast<size_t>(k));
+      last_[p] = Clock::now();
+      continue;
     }
-    if (err >= 0) {
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      break;
+    err = k == 0 ? 0 : errno;
+    break;
+  }
+  const Detail who = rank_ref(static_cast<int>(p));
+  while (in_[p].size() >= kCtlHeader && control_[p].valid()) {
+    const std::string& s = in_[p];
+    const uint8_t type = static_cast<uint8_t>(s[0]);
+    const uint8_t kind = static_cast<uint8_t>(s[1]);
+    const uint32_t len = get_u32(bytes_at(s, 8));
+    if (get_u16(bytes_at(s, 2)) != kCtlMagic || type < kCtlHeartbeat ||
+        type > kCtlLast || len > ctl_max_body(type)) {
+      fail(ErrorKind::Protocol,
+           who + " sent a malformed control frame (type " +
+               std::to_string(type) + ", length " + std::to_string(len) + ")",
+           {.rank = rank_});
       close_peer(p);
-      if (!goodbye[p]) {
-        fail(ErrorKind::PeerLost,
-             who + " died or closed its connection (no goodbye)",
-             {.rank = rank_, .sys_errno = err});
-      }
+      servicing_[p] = 0;
+      return;
     }
-  };
+    if (s.size() < kCtlHeader + len)
+      break;
+    const auto root = static_cast<int32_t>(get_u32(bytes_at(s, 4)));
+    // Taken out first: a handler may service other peers (or close this
+    // one) before it returns.
+    std::string body = s.substr(kCtlHeader, len);
+    in_[p].erase(0, kCtlHeader + len);
+    handle(p, type, kind, root, body);
+  }
+  servicing_[p] = 0;
+  if (err >= 0 && control_[p].valid()) {
+    close_peer(p);
+    if (!goodbye_[p]) {
+      lost(static_cast<int>(p),
+           who + " died or closed its connection (no goodbye)", err);
+    }
+  }
+}
+
+void LivenessMonitor::Loop::run() {
+  const bool hb_on = m_.heartbeat_.count() > 0;
+  const Millis heartbeat = m_.heartbeat_;
+  const Millis period = std::max(Millis(1), heartbeat / 4);
+  auto now = Clock::now();
+  auto next_hb = now;
 
   std::vector<pollfd> pfds;
   std::vector<size_t> owner;
   for (;;) {
     now = Clock::now();
     if (hb_on && now >= next_hb) {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      shared_->enqueue_all(frame(kHeartbeat, 0, rank_, {}), true);
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      shared_.enqueue_all(ctl_frame(kCtlHeartbeat, 0, rank_, {}), true);
       next_hb = now + period;
     }
+    drive_agreement();
     flush();
+    bool close = false;
+    {
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      close = shared_.close_all;
+    }
+    if (close) {
+      close_all();
+    }
     int timeout_ms = -1;
     if (hb_on) {
       auto wake_at = next_hb;
-      for (size_t p = 0; p < n; ++p) {
-        if (control_[p].valid() && !goodbye[p] && !reported[p]) {
-          wake_at = std::min(wake_at, last[p] + heartbeat_);
+      for (size_t p = 0; p < n_; ++p) {
+        if (control_[p].valid() && !goodbye_[p] && !reported_[p]) {
+          wake_at = std::min(wake_at, last_[p] + heartbeat);
         }
       }
       timeout_ms = static_cast<int>(std::max<long long>(
           0, std::chrono::ceil<Millis>(wake_at - now).count()));
     }
-    pfds.assign(1, pollfd{shared_->wake.get(), POLLIN, 0});
-    owner.assign(1, n);
+    pfds.assign(1, pollfd{shared_.wake.get(), POLLIN, 0});
+    owner.assign(1, n_);
     {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      for (size_t p = 0; p < n; ++p) {
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      for (size_t p = 0; p < n_; ++p) {
         if (control_[p].valid()) {
           short ev = POLLIN;
-          if (!shared_->out[p].empty())
+          if (!shared_.out[p].empty())
             ev |= POLLOUT;
           pfds.push_back(pollfd{control_[p].get(), ev, 0});
           owner.push_back(p);
@@ -363,28 +475,31 @@ void LivenessMonitor::run() {
     }
     if (k > 0 && (pfds[0].revents & POLLIN)) {
       uint64_t v = 0;
-      [[maybe_unused]] auto r = ::read(shared_->wake.get(), &v, sizeof(v));
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      if (shared_->stopping)
+      [[maybe_unused]] auto r = ::read(shared_.wake.get(), &v, sizeof(v));
+      std::lock_guard<std::mutex> lock(shared_.mu);
+      if (shared_.stopping)
         break;
     }
     for (size_t i = 1; k > 0 && i < pfds.size(); ++i) {
-      if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
-        service(owner[i]);
+      const size_t p = owner[i];
+      if ((pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+          control_[p].valid()) {
+        service(p);
       }
     }
     // Silence is judged only after reading what arrived, so a rank that was
     // itself stopped does not blame its peers when it resumes.
     if (hb_on) {
       now = Clock::now();
-      for (size_t p = 0; p < n; ++p) {
-        if (control_[p].valid() && !goodbye[p] && !reported[p] &&
-            now - last[p] > heartbeat_) {
-          reported[p] = 1;
-          fail(ErrorKind::PeerLost,
-               "no heartbeat from " + rank_ref(static_cast<int>(p)) + " for " +
-                   format_duration(heartbeat_) + ": host unreachable?",
-               {.rank = rank_});
+      for (size_t p = 0; p < n_; ++p) {
+        if (control_[p].valid() && !goodbye_[p] && !reported_[p] &&
+            now - last_[p] > heartbeat) {
+          reported_[p] = 1;
+          const int ip = static_cast<int>(p);
+          lost(ip,
+               "no heartbeat from " + rank_ref(ip) + " for " +
+                   format_duration(heartbeat) + ": host unreachable?",
+               0);
         }
       }
     }
@@ -392,23 +507,14 @@ void LivenessMonitor::run() {
 
   // Normal end: GOODBYE to every peer, best effort, never waiting.
   {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    for (size_t p = 0; p < n; ++p) {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    for (size_t p = 0; p < n_; ++p) {
       if (control_[p].valid())
-        shared_->out[p] += frame(kGoodbye, 0, rank_, {});
+        shared_.out[p] += ctl_frame(kCtlGoodbye, 0, rank_, {});
     }
   }
   flush();
-  for (size_t p = 0; p < n; ++p) {
-    if (!control_[p].valid())
-      continue;
-    ::shutdown(control_[p].get(), SHUT_WR);
-    // Drain unread bytes so close() sends FIN, not RST.
-    char buf[4096];
-    while (::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT) > 0) {
-    }
-    close_peer(p);
-  }
+  close_all();
 }
 
 }  // namespace jaccl::detail

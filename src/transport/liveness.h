@@ -1,17 +1,24 @@
 // Copyright 2026 the jaccl authors.
 // The liveness monitor: one thread per group that owns one control
-// connection to every peer it is connected to (every peer, or only rank 0
-// in a single-host shared-memory job, where rank 0's ABORT relays a death to
-// the rest) and turns a peer's death into a group failure without help from
-// the side channel.
+// connection to every peer and turns a peer's death into a group failure
+// without help from the side channel. It also carries what elastic groups
+// need over those connections (revoke, the failed set, the agreement and
+// the survivors' side channel; docs/failures.md, "Elastic groups").
 //
-// Control frames (12-byte header, little endian: type u8, kind u8, magic u16,
-// root rank i32, body length u32, then the body):
+// Control frames (transport/control_frame.h):
 //   HEARTBEAT  sent every heartbeat_timeout / 4
-//   GOODBYE    sent when the group is destroyed normally
+//   GOODBYE    sent when the group is destroyed normally (the peer left)
 //   ABORT      (root rank, error kind, the root's error fields encoded by
 //              common/error_wire.h) sent once to every peer when this
-//              rank's FailureState records its first failure
+//              rank's FailureState records its first failure; of kind
+//              Aborted when this rank aborted the group (it is then gone)
+//   DEAD       (root: a rank now failed, body: why) sent to every peer when
+//              this rank learns of a failure first; the failed rank itself
+//              gets it too (if it is only stopped, it reads that it was
+//              excluded when it wakes) and its connection is then closed
+//   REVOKE     (root: the rank that revoked) sent on by every member once
+//   VOTE, DECIDE  the agreement (transport/agreement.h)
+//   MAIL       (body: tag u64, bytes) the survivors' side channel
 //
 // Detection bounds:
 //   - a peer process that dies (SIGKILL, crash, exit without destroying its
@@ -31,6 +38,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,7 +52,7 @@ namespace jaccl::detail {
 class LivenessMonitor {
  public:
   // control[p]: connected control socket to peer p (invalid for this rank).
-  // Starts the thread; registers the ABORT hook on state.
+  // Starts the thread; registers the ABORT and escalation hooks on state.
   LivenessMonitor(int rank, std::vector<Fd> control,
                   std::shared_ptr<FailureState> state,
                   Millis heartbeat_timeout);
@@ -53,16 +62,47 @@ class LivenessMonitor {
   LivenessMonitor(const LivenessMonitor&) = delete;
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
 
-  struct Shared;  // state shared with the abort hook (outlives the monitor)
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Whether this rank has a control connection to every peer (agreement
+  // and shrink need it; a large one-host group keeps a star at rank 0).
+  bool full_mesh() const { return full_mesh_; }
+  const std::shared_ptr<FailureState>& state() const { return state_; }
+
+  // ---- elastic groups (any thread) ----------------------------------------
+
+  // One agreement (transport/agreement.h), collective over the live
+  // members: the failed ranks, the ranks left out (every caller's exclude)
+  // and whether every caller passed ok. A rank that fails meanwhile is in
+  // `failed` on every member. Throws the group's error once this rank is
+  // excluded or has aborted; a TimeoutError at dl names whom it waited for.
+  struct Decision {
+    uint64_t epoch = 0;
+    std::vector<int> failed;
+    std::vector<int> excluded;
+    bool ok = true;
+  };
+  Decision agree(const std::vector<int>& exclude, bool ok, const Deadline& dl);
+
+  // The survivors' side channel: post() sends bytes to each of `to` under
+  // tag; take() waits for what `from` posted under tag (PeerLost once
+  // `from` is known failed or gone, TimeoutError at dl). Mail under tags
+  // below drop_below's is dropped.
+  void post(uint64_t tag, const std::vector<int>& to, std::string_view bytes);
+  std::string take(uint64_t tag, int from, const Deadline& dl);
+  void drop_mail_below(uint64_t tag);
+
+  struct Shared;  // state shared with the hooks and callers
+  class Loop;     // the thread's own state (liveness_loop.h)
 
  private:
-  void run();
-
   int rank_;
+  int size_;
   Millis heartbeat_;
   std::shared_ptr<FailureState> state_;
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
+  bool full_mesh_ = true;
   std::thread thread_;
 };
 

@@ -31,7 +31,9 @@ struct P2pHeader {
 void ShmChannel::init_segment(char* base, const ShmLayout& layout,
                               uint32_t strategy, uint64_t chunk_bytes) {
   std::memset(base, 0, layout.slots_off());
-  for (int from = 0; from < layout.nranks; ++from) {
+  // Lazy rings stay untouched: a fresh page reads as zeros, a RingCtl's
+  // initial state (constructing N x N of them would fault them all in).
+  for (int from = 0; from < layout.nranks && !layout.lazy_rings; ++from) {
     for (int to = 0; to < layout.nranks; ++to) {
       new (base + layout.ring_ctl_off(from, to)) RingCtl();
     }
@@ -111,11 +113,22 @@ uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
   RankCtl& me = ctl(rank_);
   me.desc[s & 1] = d;
   note_cpu();
-  me.arrive.store(s, std::memory_order_release);
-  wake().bump();
+  me.arrive.store(s, std::memory_order_seq_cst);
+  // Only a rank that finds everyone arrived wakes the sleepers (the last
+  // to arrive always does: its store and loads are seq_cst). Waking them at
+  // every arrival made a step of N ranks N^2 wake-ups, each rescanning N
+  // ranks.
+  bool all_in = true;
+  for (int q = 0; q < size_ && all_in; ++q) {
+    all_in = ctl(q).arrive.load(std::memory_order_seq_cst) >= s;
+  }
+  if (all_in) {
+    wake().bump();
+  }
+  int first_missing = 0;  // arrivals only grow: earlier ranks stay arrived
   auto ready = [&] {
-    for (int q = 0; q < size_; ++q) {
-      if (ctl(q).arrive.load(std::memory_order_acquire) < s)
+    for (; first_missing < size_; ++first_missing) {
+      if (ctl(first_missing).arrive.load(std::memory_order_acquire) < s)
         return false;
     }
     return true;

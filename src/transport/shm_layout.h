@@ -67,6 +67,10 @@ struct ShmLayout {
   int nranks = 0;
   size_t slot_bytes = 0;
   size_t ring_bytes = 0;
+  // The send/recv rings outgrow the budget (N x N rings of 4 KiB at least:
+  // 4.4 GB at 1024 ranks): they are then left out of the pages reserved at
+  // set-up and a ring's pages come when its pair first sends.
+  bool lazy_rings = false;
 
   static size_t align(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -86,6 +90,7 @@ struct ShmLayout {
     size_t slot = left / (2 * static_cast<size_t>(n) + 2);
     slot = std::clamp<size_t>(slot, 64 * 1024, 4 * 1024 * 1024);
     l.slot_bytes = slot / 4096 * 4096;
+    l.lazy_rings = rings > budget;
     return l;
   }
 
@@ -113,6 +118,8 @@ struct ShmLayout {
            (static_cast<size_t>(from) * nranks + to) * ring_bytes;
   }
   size_t total() const { return ring_data_off(nranks, 0); }
+  // The bytes set-up reserves (and zeroes): all, or all but the rings.
+  size_t reserved() const { return lazy_rings ? rings_off() : total(); }
 };
 
 }  // namespace jaccl::detail

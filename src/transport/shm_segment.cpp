@@ -59,15 +59,25 @@ void check_room(size_t bytes, const ErrorContext& ctx) {
   }
 }
 
-void reserve(int fd, size_t bytes, const ErrorContext& ctx) {
+void reserve(int fd, size_t bytes, size_t reserve_bytes,
+             const ErrorContext& ctx) {
+  // The size first when only a part is reserved (the rest stays a hole).
+  if (reserve_bytes < bytes && ::ftruncate(fd, static_cast<off_t>(bytes))) {
+    ErrorContext c = ctx;
+    c.sys_errno = errno;
+    raise(ErrorKind::Io,
+          "cannot size the shared-memory segment to " + std::to_string(bytes) +
+              " bytes",
+          c);
+  }
   // Reserving the pages now turns a full /dev/shm or memory into this error
   // instead of a SIGBUS on first touch.
-  int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve_bytes));
   if (rc != 0) {
     ErrorContext c = ctx;
     c.sys_errno = rc;
     raise(ErrorKind::Io,
-          "cannot reserve " + std::to_string(bytes) +
+          "cannot reserve " + std::to_string(reserve_bytes) +
               " bytes of shared memory (sized by JACCL_SHM_BUDGET; is "
               "/dev/shm or memory full?)",
           c);
@@ -185,7 +195,8 @@ ShmSegment::~ShmSegment() {
   fd_.reset();
 }
 
-ShmSegment ShmSegment::create(const std::string& name, size_t bytes, int rank) {
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes, int rank,
+                              size_t reserve_bytes) {
   ErrorContext ctx{.rank = rank, .address = "/dev/shm" + name};
   struct statvfs vfs {};
   if (::statvfs("/dev/shm", &vfs) == 0) {
@@ -203,7 +214,7 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, int rank) {
   ShmSegment seg;
   seg.name_ = name;
   seg.owner_ = true;  // unlink on any failure below
-  reserve(fd.get(), bytes, ctx);
+  reserve(fd.get(), bytes, std::min(bytes, reserve_bytes), ctx);
   seg.base_ = map(fd.get(), bytes, ctx.address, rank);
   seg.bytes_ = bytes;
   return seg;
@@ -232,7 +243,7 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes, int rank) {
 }
 
 ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
-                                        int rank) {
+                                        int rank, size_t reserve_bytes) {
   ErrorContext ctx{.rank = rank, .address = "memfd:" + label};
   check_room(bytes, ctx);
   // NOEXEC_SEAL: kernels with vm.memfd_noexec=2 refuse memfds that could be
@@ -246,7 +257,7 @@ ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
     ctx.sys_errno = errno;
     raise(ErrorKind::Io, "cannot create anonymous shared-memory segment", ctx);
   }
-  reserve(fd.get(), bytes, ctx);
+  reserve(fd.get(), bytes, std::min(bytes, reserve_bytes), ctx);
   // Sealed, no rank (nor anyone it leaks to) can shrink the file under the
   // others' mappings, which would SIGBUS them.
   if (::fcntl(fd.get(), F_ADD_SEALS,

@@ -11,10 +11,13 @@
 //
 // Either way the pages are reserved and pre-faulted at set-up: asking for
 // more than the machine (or /dev/shm) has is an IoError naming the bytes
-// asked for, never a SIGBUS on first touch.
+// asked for, never a SIGBUS on first touch. A creator may reserve only the
+// first `reserve` bytes (the rest comes on first touch, as for any file):
+// the whole size must still fit in what is free when it is made.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "common/net.h"
@@ -33,7 +36,8 @@ class ShmSegment {
   // Named: creates /dev/shm<name> (exclusively), sizes and maps `bytes`,
   // pre-faulted. The creator unlinks the name on destruction unless
   // unlink() ran first. A full /dev/shm is an IoError naming the size.
-  static ShmSegment create(const std::string& name, size_t bytes, int rank);
+  static ShmSegment create(const std::string& name, size_t bytes, int rank,
+                           size_t reserve = SIZE_MAX);
   // Named: maps an existing segment of `bytes`.
   static ShmSegment open(const std::string& name, size_t bytes, int rank);
 
@@ -41,7 +45,7 @@ class ShmSegment {
   // /memfd:<label>), `bytes` reserved, sealed against shrinking and growing,
   // mapped. Keeps the descriptor (fd()) for handing to the other ranks.
   static ShmSegment create_anonymous(const std::string& label, size_t bytes,
-                                     int rank);
+                                     int rank, size_t reserve = SIZE_MAX);
   // Anonymous: maps a memfd received from the creator after checking it is a
   // sealed regular file of exactly `bytes` (else ProtocolError).
   static ShmSegment adopt(Fd fd, size_t bytes, int rank,

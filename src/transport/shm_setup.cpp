@@ -283,10 +283,12 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
         return;
       }
       if (use_memfd) {
-        seg = ShmSegment::create_anonymous(s.name, s.layout.total(), rank);
+        seg = ShmSegment::create_anonymous(s.name, s.layout.total(), rank,
+                                           s.layout.reserved());
       } else {
         named = true;
-        seg = ShmSegment::create("/" + s.name, s.layout.total(), rank);
+        seg = ShmSegment::create("/" + s.name, s.layout.total(), rank,
+                                 s.layout.reserved());
       }
       ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
                                init.chunk_bytes);
@@ -343,8 +345,12 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                             << " KiB segment ("
                             << (use_memfd ? "memfd " : "/dev/shm/") << s.name
                             << "), " << s.layout.slot_bytes / 1024
-                            << " KiB slots, strategy "
-                            << cfg.get_shm_strategy());
+                            << " KiB slots, strategy " << cfg.get_shm_strategy()
+                            << (s.layout.lazy_rings
+                                    ? " (send/recv rings past "
+                                      "JACCL_SHM_BUDGET: their pages come on "
+                                      "first use)"
+                                    : ""));
   }
   return ShmChannel(me, size, members, std::move(seg), s.layout, conns.state,
                     conns.keepalive);

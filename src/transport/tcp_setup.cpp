@@ -3,6 +3,8 @@
 // and publish the card, decide who dials whom, dial and accept, collect and
 // name whoever is missing, tune the sockets and start liveness).
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -113,10 +115,10 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
 
 // Dials every job on a small pool of threads while the acceptor takes the
 // connections that dial us. Rethrows the first rejection.
-void dial_all(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl) {
+void dial_all(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl,
+              std::atomic<bool>& stop) {
   st.control.resize(static_cast<size_t>(st.size));
   st.dialed.assign(st.jobs.size(), 0);
-  std::atomic<bool> stop{false};
   std::atomic<size_t> next{0};
   std::mutex mu;
   std::exception_ptr fatal;
@@ -169,9 +171,61 @@ void dial_all(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl) {
   }
 }
 
+// Stops the dialers and the acceptor when the side channel's abort fd
+// becomes readable (a shrink whose member failed), so the set-up gives up at
+// once instead of at its deadline.
+class AbortWatch {
+ public:
+  AbortWatch(int abort_fd, std::atomic<bool>& stop, TcpAcceptor* acceptor,
+             const Deadline& dl)
+      : done_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (abort_fd < 0 || !done_.valid()) {
+      return;
+    }
+    thread_ = std::thread([this, abort_fd, &stop, acceptor, dl] {
+      pollfd p[2] = {{abort_fd, POLLIN, 0}, {done_.get(), POLLIN, 0}};
+      while (!dl.expired()) {
+        const int k = ::poll(p, 2, dl.poll_ms(1000));
+        if (k < 0 && errno != EINTR) {
+          return;
+        }
+        if (p[1].revents & POLLIN) {
+          return;
+        }
+        if (p[0].revents & POLLIN) {
+          fired_.store(true);
+          stop.store(true);
+          if (acceptor != nullptr) {
+            acceptor->stop();
+          }
+          return;
+        }
+      }
+    });
+  }
+  ~AbortWatch() {
+    if (thread_.joinable()) {
+      uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(done_.get(), &one, sizeof(one));
+      thread_.join();
+    }
+  }
+  void raise_if_fired(int me) const {
+    if (fired_.load()) {
+      raise(ErrorKind::PeerLost,
+            "a member was lost while the group's connections were made",
+            {.rank = me});
+    }
+  }
+
+ private:
+  Fd done_;
+  std::atomic<bool> fired_{false};
+  std::thread thread_;
+};
+
 // Takes the accepted connections; a TimeoutError names whoever is missing.
-void collect(TcpSetup& st, std::unique_ptr<TcpAcceptor> acceptor,
-             const Deadline& dl) {
+void collect(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl) {
   std::vector<int> missing_out, missing_in;
   for (size_t i = 0; i < st.jobs.size(); ++i) {
     if (!st.dialed[i] &&
@@ -192,7 +246,6 @@ void collect(TcpSetup& st, std::unique_ptr<TcpAcceptor> acceptor,
         st.conns.wires[up][w] = std::move(acceptor->data()[up][w]);
       }
     }
-    acceptor.reset();
   }
   if (missing_out.empty() && missing_in.empty()) {
     return;
@@ -288,17 +341,28 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
                                       cfg.get_token(), st.expected, dl);
   }
   st.listener.reset();  // nobody dials us: close the port right away
-  dial_all(st, acceptor.get(), dl);
-  collect(st, std::move(acceptor), dl);
+  std::atomic<bool> stop{false};
+  {
+    AbortWatch abort(sc.abort_fd(), stop, acceptor.get(), dl);
+    dial_all(st, acceptor.get(), dl, stop);
+    try {
+      collect(st, acceptor.get(), dl);
+    } catch (const Error&) {
+      abort.raise_if_fired(st.me);
+      throw;
+    }
+    abort.raise_if_fired(st.me);
+  }
   tune_sockets(st);
   JACCL_LOG(Debug, "rank " << st.me << ": TCP data plane connected");
 
   sc.barrier();  // every rank is connected
   // Started only now, so no rank's silence clock runs while a peer is still
   // connecting to someone else.
-  st.conns.keepalive = std::make_shared<LivenessMonitor>(
+  st.conns.monitor = std::make_shared<LivenessMonitor>(
       st.me, std::move(st.control), st.conns.state,
       cfg.get_heartbeat_timeout());
+  st.conns.keepalive = st.conns.monitor;
   return std::move(st.conns);
 }
 

@@ -35,7 +35,7 @@ void run_ranks(int size, const std::function<void(Group&)>& body,
                ShmStrategy strategy = ShmStrategy::Auto) {
   auto layout = ShmLayout::for_budget(size, budget);
   std::string name = unique_name();
-  auto owner = ShmSegment::create(name, layout.total(), 0);
+  auto owner = ShmSegment::create(name, layout.total(), 0, layout.reserved());
   ShmChannel::init_segment(owner.data(), layout,
                            static_cast<uint32_t>(strategy),
                            ShmGroup::default_chunk_bytes());
@@ -529,6 +529,56 @@ TEST(ShmCopy, StreamCopyMatchesMemcpyAtAnyAlignment) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmSizes, ::testing::Values(1, 2, 3, 4, 8));
+
+// From kRootReduceRanks ranks a small reduction is rank 0's, the others
+// copying its result; past the budget the send/recv rings are not reserved
+// up front. Both still give every rank the serial rank-order result, bit for
+// bit (20000 floats take the large path), and working rings.
+TEST(ShmGroup, ManyRanksReduceAtTheRootAndRingsComeOnUse) {
+  const int size = 130;
+  const size_t budget = 8 << 20;
+  ASSERT_TRUE(ShmLayout::for_budget(size, budget).lazy_rings);
+  ASSERT_FALSE(ShmLayout::for_budget(8, budget).lazy_rings);
+  auto value = [](int r, size_t i) {
+    return 1.0f / float(3 + r) + float(i % 7) * 1e-3f * float(r % 5);
+  };
+  run_ranks(
+      size,
+      [&](Group& g) {
+        for (size_t count :
+             {size_t(1), size_t(37), size_t(5000), size_t(20000)}) {
+          std::vector<float> x(count), y(count), want(count);
+          for (size_t i = 0; i < count; ++i) {
+            x[i] = value(g.rank(), i);
+            want[i] = value(0, i);
+          }
+          for (int r = 1; r < size; ++r) {
+            for (size_t i = 0; i < count; ++i) {
+              want[i] += value(r, i);
+            }
+          }
+          g.all_sum(x.data(), y.data(), count * 4, Float32);
+          ASSERT_EQ(std::memcmp(y.data(), want.data(), count * 4), 0)
+              << "count " << count;
+          int32_t m = g.rank() * 3, top = -1;
+          g.all_max(&m, &top, 4, Int32);
+          ASSERT_EQ(top, (size - 1) * 3);
+        }
+        const int right = (g.rank() + 1) % size;
+        const int left = (g.rank() + size - 1) % size;
+        std::vector<uint8_t> out(10000, uint8_t(g.rank())), in(10000);
+        if (g.rank() % 2 == 0) {
+          g.send(out.data(), out.size(), right);
+          g.recv(in.data(), in.size(), left);
+        } else {
+          g.recv(in.data(), in.size(), left);
+          g.send(out.data(), out.size(), right);
+        }
+        ASSERT_EQ(in, std::vector<uint8_t>(10000, uint8_t(left)));
+        g.barrier();
+      },
+      budget, Millis(120000));
+}
 
 TEST(ShmGroup, MismatchedOpsAreNamed) {
   EXPECT_THROW(run_ranks(2,

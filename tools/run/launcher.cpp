@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "run/limits.h"
 #include "run/remote.h"
 #include "run/util.h"
 #include "transport/ofi/shm_regions.h"
@@ -178,19 +179,37 @@ void Launcher::notice_starts() {
 
 void Launcher::reap() {
   notice_starts();
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    Rank& r = ranks_[i];
-    if (!r.running) {
+  // One waitpid per exited child, not one per running rank: with a
+  // thousand ranks a scan per SIGCHLD made the exits quadratic.
+  for (;;) {
+    int status = 0;
+    const pid_t got = ::waitpid(-1, &status, WNOHANG);
+    if (got < 0 && errno == EINTR) {
       continue;
     }
-    pid_t got;
-    do {
-      got = ::waitpid(r.pid, &r.status, WNOHANG);
-    } while (got < 0 && errno == EINTR);
-    if (got == r.pid || got < 0) {
-      r.running = false;
-      on_exit(static_cast<int>(i));
+    if (got <= 0) {
+      if (got < 0 && errno == ECHILD) {
+        // Nothing left to wait for: whatever we still count as running
+        // has gone (not ours to reap any more).
+        for (size_t i = 0; i < ranks_.size(); ++i) {
+          if (ranks_[i].running) {
+            ranks_[i].running = false;
+            on_exit(static_cast<int>(i));
+          }
+        }
+      }
+      return;
     }
+    auto it = rank_of_pid_.find(got);
+    if (it == rank_of_pid_.end()) {
+      continue;  // not a rank (none today)
+    }
+    const int rank = it->second;
+    rank_of_pid_.erase(it);
+    Rank& r = ranks_[static_cast<size_t>(rank)];
+    r.status = status;
+    r.running = false;
+    on_exit(rank);
   }
 }
 
@@ -239,6 +258,14 @@ int Launcher::run() {
   }
   start_ = Clock::now();
   connect_by_ = start_ + seconds(opt_.connect_timeout);
+  // Two pipes per rank (three through ssh), all held until the rank ends.
+  const std::string fds = ensure_fd_room(plan_.ranks.size() * 3);
+  if (!fds.empty()) {
+    note("cannot start " + std::to_string(plan_.ranks.size()) +
+         " rank(s): jaccl-run " + fds);
+    err_sink().flush_all(signal_fd);
+    return 1;
+  }
   for (size_t rank = 0; rank < plan_.ranks.size(); ++rank) {
     RankPlan& rp = plan_.ranks[rank];
     Rank r = spawn(static_cast<int>(rank), rp.spec);
@@ -250,6 +277,9 @@ int Launcher::run() {
         r.out.prefix.clear();
         r.err.prefix.clear();
       }
+    }
+    if (r.running) {
+      rank_of_pid_[r.pid] = static_cast<int>(rank);
     }
     ranks_.push_back(std::move(r));
     if (!ranks_.back().running) {

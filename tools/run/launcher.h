@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "run/options.h"
@@ -46,6 +47,7 @@ class Launcher {
   const Options& opt_;
   JobPlan plan_;
   std::vector<Rank> ranks_;
+  std::unordered_map<pid_t, int> rank_of_pid_;  // running ranks
   Clock::time_point start_;
   Clock::time_point connect_by_;                  // remote ranks start by then
   std::optional<Clock::time_point> kill_at_;      // SIGKILL stragglers then

@@ -1,0 +1,239 @@
+// Copyright 2026 the jaccl authors.
+#include "group/shrink.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "bootstrap/side_channel.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "group/group_handle.h"
+#include "group/make_group.h"
+#include "group/plan.h"
+#include "group/split.h"
+#include "transport/failure.h"
+#include "transport/liveness.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+// An error of the parent's monitor while it carries the new group's
+// set-up: its ranks are the parent's, not the new group's.
+class ParentError : public Error {
+ public:
+  explicit ParentError(const Error& e) : Error(e) {}
+};
+
+bool has(const std::vector<int>& v, int r) {
+  return std::find(v.begin(), v.end(), r) != v.end();
+}
+
+// A group of one: nothing to agree with, a side channel that copies.
+std::shared_ptr<Group> shrink_alone(GroupHandle& parent) {
+  Config cfg = child_config(parent.config(), {0}, 0);
+  SideChannel sc(
+      0, 1, config_fingerprint(cfg),
+      [](const char* src, char* dst, size_t n) { std::memcpy(dst, src, n); },
+      "a group of one", cfg.get_timeout(), false);
+  GroupControl control;
+  auto inner = make_group(cfg, sc, &control);
+  return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
+                                       std::vector<int>{parent.job_rank(0)},
+                                       std::move(control));
+}
+
+}  // namespace
+
+std::vector<int> survivors(int size, const std::vector<int>& failed,
+                           const std::vector<int>& excluded) {
+  std::vector<int> out;
+  for (int r = 0; r < size; ++r) {
+    if (!has(failed, r) && !has(excluded, r)) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
+                                 std::vector<int> members, int me_index,
+                                 uint64_t tag0, Millis timeout) {
+  auto calls = std::make_shared<uint64_t>(0);
+  return [&monitor, members = std::move(members), me_index, tag0, timeout,
+          calls](const char* src, char* dst, size_t n) {
+    const uint64_t tag = tag0 + ++*calls;
+    std::vector<int> others;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (static_cast<int>(i) != me_index) {
+        others.push_back(members[i]);
+      }
+    }
+    try {
+      monitor.post(tag, others, std::string_view(src, n));
+      std::memcpy(dst + static_cast<size_t>(me_index) * n, src, n);
+      const Deadline dl = Deadline::after(timeout);
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (static_cast<int>(i) == me_index) {
+          continue;
+        }
+        const std::string got = monitor.take(tag, members[i], dl);
+        if (got.size() != n) {
+          raise(ErrorKind::Protocol,
+                rank_ref(members[i]) + " sent " + std::to_string(got.size()) +
+                    " bytes to the survivors' side channel, " +
+                    std::to_string(n) + " expected",
+                {.rank = monitor.rank(), .peer = members[i]});
+        }
+        std::memcpy(dst + i * n, got.data(), n);
+      }
+    } catch (const ParentError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ParentError(e);
+    }
+  };
+}
+
+void require_full_mesh(const GroupHandle& g, const LivenessMonitor& monitor,
+                       const char* call) {
+  if (!monitor.full_mesh()) {
+    raise(ErrorKind::Usage,
+          std::string(call) + ": a one-host group of " +
+              std::to_string(monitor.size()) + " ranks (more than " +
+              std::to_string(kFullControlMeshMax) +
+              ") keeps its control connections as a star at rank 0, and the "
+              "survivors of a failure could not reach each other; split it "
+              "into groups of at most " +
+              std::to_string(kFullControlMeshMax) + " ranks to shrink them",
+          {.rank = g.job_rank(monitor.rank())});
+  }
+}
+
+std::shared_ptr<Group> shrink_group(GroupHandle& parent,
+                                    std::span<const int> exclude) {
+  const int n = parent.size();
+  const int me = parent.rank();
+  std::vector<int> excl;
+  for (int r : exclude) {
+    if (r < 0 || r >= n) {
+      raise(ErrorKind::Usage,
+            "shrink: rank " + std::to_string(r) +
+                " to exclude is out of range for a group of " +
+                std::to_string(n),
+            {.rank = parent.job_rank(me)});
+    }
+    if (!has(excl, r)) {
+      excl.push_back(r);
+    }
+  }
+  const GroupControl& ctl = parent.control();
+  const GroupStatus status = ctl.state->status();
+  if (status == GroupStatus::Aborted || status == GroupStatus::Excluded) {
+    try {
+      ctl.state->throw_if_failed();
+    } catch (const Error& e) {
+      throw_renamed(e, parent.names());
+    }
+  }
+  if (!ctl.monitor) {
+    return has(excl, 0) ? nullptr : shrink_alone(parent);
+  }
+  LivenessMonitor& mon = *ctl.monitor;
+  require_full_mesh(parent, mon, "shrink");
+  const Millis timeout = parent.config().get_timeout();
+  // Every agreement's errors name the parent's members: job ranks out.
+  auto agree = [&](bool ok) {
+    try {
+      return mon.agree(excl, ok, Deadline::after(timeout));
+    } catch (const Error& e) {
+      throw_renamed(e, parent.names());
+    }
+  };
+  for (;;) {
+    const auto d = agree(true);
+    const std::vector<int> members = survivors(n, d.failed, d.excluded);
+    if (!has(members, me)) {
+      if (has(d.excluded, me)) {
+        return nullptr;
+      }
+      raise(ErrorKind::Excluded,
+            "this rank is not among the survivors of the group",
+            {.rank = parent.job_rank(me)});
+    }
+    const int new_rank = static_cast<int>(
+        std::find(members.begin(), members.end(), me) - members.begin());
+    std::vector<int> names;
+    for (int m : members) {
+      names.push_back(parent.job_rank(m));
+    }
+    // Calls of this attempt are tagged by its epoch; older mail is stale.
+    const uint64_t tag0 = d.epoch << 32;
+    mon.drop_mail_below(tag0);
+    Config cfg = child_config(parent.config(), members, new_rank);
+    std::shared_ptr<Group> inner;
+    GroupControl control;
+    std::exception_ptr error;
+    bool parent_error = false;
+    try {
+      std::vector<int> others;
+      for (int m : members) {
+        if (m != me) {
+          others.push_back(m);
+        }
+      }
+      auto watch = ctl.state->watch(others);
+      SideChannel sc(
+          new_rank, static_cast<int>(members.size()), config_fingerprint(cfg),
+          survivors_all_gather(mon, members, new_rank, tag0, timeout),
+          "the survivors' control connections", timeout,
+          /*user_supplied=*/false);
+      sc.set_abort_fd(watch->fd);
+      inner = make_group(cfg, sc, &control);
+    } catch (const ParentError&) {
+      error = std::current_exception();
+      parent_error = true;
+    } catch (const Error&) {
+      error = std::current_exception();
+    }
+    // Every survivor keeps the new group, or none does.
+    const auto c = agree(inner != nullptr);
+    const bool member_lost =
+        std::any_of(members.begin(), members.end(),
+                    [&](int m) { return has(c.failed, m); });
+    if (c.ok && !member_lost) {
+      JACCL_LOG(Info, "rank " << parent.job_rank(me) << ": shrink: rank "
+                              << new_rank << " of " << members.size()
+                              << " (job ranks " << rank_list(names) << ") on "
+                              << inner->backend_name());
+      return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
+                                           std::move(names),
+                                           std::move(control));
+    }
+    inner.reset();
+    control = {};
+    if (member_lost || c.failed != d.failed) {
+      JACCL_LOG(Info, "rank " << parent.job_rank(me)
+                              << ": shrink: a member failed during the set-up"
+                                 ", trying again without it");
+      continue;  // at most n times: the failed set grows each time
+    }
+    // Nobody failed, yet some survivor could not set up: it will not work
+    // the next time either.
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const Error& e) {
+        throw_renamed(e, parent_error ? parent.names() : names);
+      }
+    }
+    raise(ErrorKind::Protocol,
+          "shrink: another survivor could not set up the new group (its "
+          "error says why)",
+          {.rank = parent.job_rank(me)});
+  }
+}
+
+}  // namespace jaccl::detail

@@ -1,0 +1,283 @@
+// Copyright 2026 the jaccl authors.
+// The liveness monitor's part in elastic groups: revoke and abort told to
+// the peers, a rank told it was left out, the agreement driven over the
+// control connections, and the survivors' mailbox.
+#include <algorithm>
+
+#include "common/bytes.h"
+#include "common/error_wire.h"
+#include "common/log.h"
+#include "transport/liveness_loop.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+// The rank whose REVOKE this thread is passing on (-1: this rank's own).
+thread_local int t_revoker = -1;
+
+}  // namespace
+
+void register_escalation_hook(std::weak_ptr<LivenessMonitor::Shared> weak,
+                              FailureState* state, int rank) {
+  state->on_escalate([weak, rank](GroupStatus to) {
+    auto s = weak.lock();
+    if (!s) {
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      if (s->stopping) {
+        return;
+      }
+      if (to == GroupStatus::Revoked) {
+        s->enqueue_all(
+            ctl_frame(kCtlRevoke, 0, t_revoker >= 0 ? t_revoker : rank, {}),
+            false);
+      } else if (to == GroupStatus::Aborted) {
+        ErrorInfo info = error_info("this rank aborted the group", {});
+        s->enqueue_all(
+            ctl_frame(kCtlAbort, static_cast<uint8_t>(ErrorKind::Aborted), rank,
+                      encode_error_info(info, kCtlMaxText)),
+            false);
+        s->close_all = true;
+      } else if (to == GroupStatus::Excluded) {
+        s->close_all = true;
+      }
+    }
+    s->cv.notify_all();
+    s->wake_up();
+  });
+}
+
+void LivenessMonitor::Loop::excluded(int by, const Detail& why) {
+  ErrorInfo info =
+      error_info("this rank was excluded from the group: " + rank_ref(by) +
+                     " declared it failed (" + why +
+                     "); the other members carry on without it",
+                 {.rank = rank_});
+  m_.state_->escalate(GroupStatus::Excluded,
+                      make_error(ErrorKind::Excluded, std::move(info)));
+}
+
+void LivenessMonitor::Loop::on_dead(size_t p, int32_t root,
+                                    std::string_view body) {
+  if (root < 0 || static_cast<size_t>(root) >= n_) {
+    return;
+  }
+  const Detail why = Detail::from_wire(body);
+  if (root == rank_) {
+    excluded(static_cast<int>(p), why);
+    return;
+  }
+  lost(root, rank_ref(static_cast<int>(p)) + " reported: " + why, 0, why);
+}
+
+void LivenessMonitor::Loop::on_revoke(size_t p, int32_t root) {
+  if (root < 0 || static_cast<size_t>(root) >= n_) {
+    return;
+  }
+  ErrorInfo info = error_info(
+      after_first_failure(*m_.state_, rank_ref(root) + " revoked the group"),
+      {.rank = rank_, .peer = root});
+  if (static_cast<int>(p) != root) {
+    info.relayed_by = static_cast<int>(p);
+    info.peers.push_back(static_cast<int>(p));
+  }
+  t_revoker = root;
+  m_.state_->escalate(GroupStatus::Revoked,
+                      make_error(ErrorKind::Revoked, std::move(info)));
+  t_revoker = -1;
+}
+
+void LivenessMonitor::Loop::on_vote(size_t p, std::string_view body) {
+  auto v = decode_vote(body, static_cast<int>(n_));
+  if (!v) {
+    JACCL_LOG(Warn,
+              "rank " << rank_ << ": ignored a malformed vote from rank " << p);
+    return;
+  }
+  for (int r : ranks_in(v->failed)) {
+    if (r == rank_) {
+      excluded(static_cast<int>(p), "it voted so");
+    } else {
+      lost(r,
+           rank_ref(static_cast<int>(p)) + " reported that " + rank_ref(r) +
+               " failed",
+           0);
+    }
+  }
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  shared_.agreement.on_vote(static_cast<int>(p), std::move(*v));
+}
+
+void LivenessMonitor::Loop::on_decide(size_t p, std::string_view body) {
+  auto d = decode_decision(body, static_cast<int>(n_));
+  if (!d) {
+    JACCL_LOG(Warn, "rank " << rank_
+                            << ": ignored a malformed decision from rank "
+                            << p);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    if (!shared_.agreement.on_decision(*d)) {
+      return;
+    }
+  }
+  for (int r : ranks_in(d->failed)) {
+    if (r == rank_) {
+      excluded(static_cast<int>(p), "the survivors agreed it had failed");
+    } else {
+      lost(r, "the survivors agreed that " + rank_ref(r) + " had failed", 0);
+    }
+  }
+  shared_.cv.notify_all();
+}
+
+void LivenessMonitor::Loop::on_mail(size_t p, std::string_view body) {
+  if (body.size() < 8) {
+    return;
+  }
+  const uint64_t tag = get_u64(reinterpret_cast<const uint8_t*>(body.data()));
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    if (tag < shared_.mail_floor) {
+      return;
+    }
+    shared_.mail[{tag, static_cast<int>(p)}] = std::string(body.substr(8));
+  }
+  shared_.cv.notify_all();
+}
+
+void LivenessMonitor::Loop::drive_agreement() {
+  bool decided = false;
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    const uint64_t before = shared_.agreement.pending();
+    for (auto& s : shared_.agreement.poll(shared_.gone)) {
+      const auto to = static_cast<size_t>(s.to);
+      if (!shared_.open[to]) {
+        continue;
+      }
+      shared_.out[to] +=
+          s.is_decision
+              ? ctl_frame(kCtlDecide, 0, rank_, encode_decision(s.decision))
+              : ctl_frame(kCtlVote, 0, rank_, encode_vote(s.vote));
+    }
+    decided = before != 0 && shared_.agreement.pending() == 0;
+  }
+  if (decided) {
+    shared_.cv.notify_all();
+  }
+}
+
+// ---- callers ---------------------------------------------------------------
+
+namespace {
+
+RankSet set_of(const std::vector<int>& ranks, int size) {
+  RankSet s(static_cast<size_t>(size), 0);
+  for (int r : ranks) {
+    if (r >= 0 && r < size) {
+      s[static_cast<size_t>(r)] = 1;
+    }
+  }
+  return s;
+}
+
+// Throws the group's error once this rank is out of it.
+void throw_if_out(const FailureState& st) {
+  const GroupStatus s = st.status();
+  if (s == GroupStatus::Excluded || s == GroupStatus::Aborted) {
+    st.throw_if_failed();
+  }
+}
+
+constexpr Millis kCheckEvery{100};
+
+}  // namespace
+
+LivenessMonitor::Decision LivenessMonitor::agree(
+    const std::vector<int>& exclude, bool ok, const Deadline& dl) {
+  throw_if_out(*state_);
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  const uint64_t epoch = shared_->agreement.begin(set_of(exclude, size_), ok);
+  shared_->wake_up();
+  for (;;) {
+    if (const AgreeDecision* d = shared_->agreement.decision(epoch)) {
+      return Decision{d->epoch, ranks_in(d->failed), ranks_in(d->exclude),
+                      d->ok};
+    }
+    lock.unlock();
+    throw_if_out(*state_);
+    lock.lock();
+    if (dl.expired() || shared_->stopping) {
+      const auto waiting = shared_->agreement.waiting_for(shared_->gone);
+      lock.unlock();
+      raise(ErrorKind::Timeout,
+            "timed out after " + format_duration(dl.total()) +
+                " agreeing on the failed ranks, waiting for " +
+                ranks_ref(waiting),
+            {.rank = rank_});
+    }
+    shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
+  }
+}
+
+void LivenessMonitor::post(uint64_t tag, const std::vector<int>& to,
+                           std::string_view bytes) {
+  std::string body(8, '\0');
+  put_u64(reinterpret_cast<uint8_t*>(body.data()), tag);
+  body.append(bytes);
+  const std::string f = ctl_frame(kCtlMail, 0, rank_, body);
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (int r : to) {
+      const auto u = static_cast<size_t>(r);
+      if (r != rank_ && u < shared_->open.size() && shared_->open[u]) {
+        shared_->out[u] += f;
+      }
+    }
+  }
+  shared_->wake_up();
+}
+
+std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl) {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  for (;;) {
+    auto it = shared_->mail.find({tag, from});
+    if (it != shared_->mail.end()) {
+      std::string out = std::move(it->second);
+      shared_->mail.erase(it);
+      return out;
+    }
+    if (shared_->gone[static_cast<size_t>(from)]) {
+      lock.unlock();
+      throw_if_out(*state_);  // aborted or excluded: that first
+      raise(ErrorKind::PeerLost,
+            rank_ref(from) + " was lost while the survivors set up their group",
+            {.rank = rank_, .peer = from});
+    }
+    lock.unlock();
+    throw_if_out(*state_);
+    lock.lock();
+    if (dl.expired() || shared_->stopping) {
+      lock.unlock();
+      raise(ErrorKind::Timeout,
+            "timed out after " + format_duration(dl.total()) + " waiting for " +
+                rank_ref(from) + " in the survivors' side channel",
+            {.rank = rank_, .peer = from});
+    }
+    shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
+  }
+}
+
+void LivenessMonitor::drop_mail_below(uint64_t tag) {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->mail_floor = std::max(shared_->mail_floor, tag);
+  std::erase_if(shared_->mail,
+                [&](const auto& kv) { return kv.first.first < tag; });
+}
+
+}  // namespace jaccl::detail

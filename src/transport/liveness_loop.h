@@ -1,0 +1,92 @@
+// Copyright 2026 the jaccl authors.
+// The liveness monitor's insides, shared by liveness.cpp (the thread's
+// I/O, heartbeats, deaths and abort notices) and liveness_elastic.cpp
+// (revoke, exclusion, the agreement and the survivors' mailbox).
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "transport/agreement.h"
+#include "transport/control_frame.h"
+#include "transport/liveness.h"
+
+namespace jaccl::detail {
+
+struct LivenessMonitor::Shared {
+  explicit Shared(int rank, int size) : agreement(rank, size) {}
+
+  std::mutex mu;
+  std::condition_variable cv;    // callers wait for decisions and mail
+  std::vector<std::string> out;  // bytes queued per peer
+  std::vector<char> open;        // control socket still usable
+  bool stopping = false;
+  bool close_all = false;  // aborted or excluded: drop every connection
+  Fd wake;
+  // Elastic state (under mu): ranks failed or gone (GOODBYE), the
+  // agreement, mail by (tag, sender).
+  RankSet gone;
+  Agreement agreement;
+  std::map<std::pair<uint64_t, int>, std::string> mail;
+  uint64_t mail_floor = 0;
+
+  void wake_up();
+  // Caller holds mu.
+  void enqueue_all(const std::string& f, bool droppable);
+};
+
+// Registers the hook that tells the peers of a revoke or an abort, and
+// drops every connection once this rank is out (liveness_elastic.cpp).
+void register_escalation_hook(std::weak_ptr<LivenessMonitor::Shared> shared,
+                              FailureState* state, int rank);
+
+// The thread's own state: the sockets and what has been read from them.
+class LivenessMonitor::Loop {
+ public:
+  Loop(LivenessMonitor& m);
+  void run();
+
+ private:
+  // liveness.cpp
+  void flush();
+  void service(size_t p);
+  void handle(size_t p, uint8_t type, uint8_t kind, int32_t root,
+              std::string_view body);
+  void on_abort_frame(size_t p, uint8_t kind, int32_t root,
+                      std::string_view body);
+  void close_peer(size_t p);
+  void fail(ErrorKind kind, const Detail& what, const ErrorContext& ctx);
+  // A peer lost first-hand or by report: r is marked failed, every peer
+  // told (DEAD, carrying cause: what happened to r, as first seen; what
+  // when empty), r's connection closed after telling it too, and the group
+  // fails with what (when it has not yet).
+  void lost(int r, const Detail& what, int sys_errno, const Detail& cause = {});
+  void close_all();
+
+  // liveness_elastic.cpp
+  void on_dead(size_t p, int32_t root, std::string_view body);
+  void on_revoke(size_t p, int32_t root);
+  void on_vote(size_t p, std::string_view body);
+  void on_decide(size_t p, std::string_view body);
+  void on_mail(size_t p, std::string_view body);
+  // This rank was declared failed by `by` (why: their reason).
+  void excluded(int by, const Detail& why);
+  // Runs the agreement once per loop turn: votes and decisions to send.
+  void drive_agreement();
+
+  LivenessMonitor& m_;
+  const int rank_;
+  const size_t n_;
+  std::vector<Fd>& control_;
+  Shared& shared_;
+  std::vector<Clock::time_point> last_;
+  std::vector<char> goodbye_, reported_, servicing_;
+  std::vector<std::string> in_;
+};
+
+}  // namespace jaccl::detail

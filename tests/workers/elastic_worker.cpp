@@ -1,0 +1,493 @@
+// Copyright 2026 the jaccl authors.
+// One rank of an elastic-group test (tests/unit/test_elastic.cpp).
+//
+// Modes (argv[1]):
+//   kill     every rank loops on ELASTIC_OP (all_sum, all_gather,
+//            sum_scatter, all_to_all, sendrecv, barrier); the ranks in
+//            ELASTIC_VICTIMS SIGKILL themselves at one random moment of it
+//            (ELASTIC_SEED). Each survivor prints "ERROR <kind> | <what> |
+//            peers=<a,b>", revokes, prints "AGREED <failed ranks>", shrinks
+//            and checks every op on the new group ("VERIFIED <size>
+//            <backend> members=<job ranks>"). ELASTIC_DURING: that rank
+//            takes part in the shrink's first agreement (agree_failed) and
+//            SIGKILLs itself right after, so it dies during the set-up.
+//   stop     like kill with barrier, but the harness SIGSTOPs the victim;
+//            survivors shrink and verify, then wait for the file
+//            ELASTIC_RESUMED and verify again ("VERIFIED2"). The victim,
+//            woken by the harness, prints what its group throws ("ERROR
+//            ...") and what shrink throws ("SHRINK <kind> | <what>").
+//   split    rows of ELASTIC_ROW ranks (split by rank / ELASTIC_ROW); the
+//            victim dies in a loop on its row; the survivors of its row
+//            shrink the row ("ROW_VERIFIED"), the other rows check theirs
+//            ("ROW_OK"), then everyone shrinks the parent ("VERIFIED").
+//   abort    rank ELASTIC_ABORTER waits in a recv that never completes and
+//            another of its threads calls abort(): "ABORTED <kind> | <what>"
+//            and, for shrink, "SHRINK <kind> | ..."; the others, idle, wait
+//            until failed_ranks() names it ("SAW_FAILED <ranks>"), then
+//            print the error of a barrier and shrink without it.
+//   revoke   rank 1 revokes while rank 0 waits in a recv from rank 2 and
+//            rank 2 sleeps (idle); each prints "REVOKED <kind> | <what>"
+//            (rank 2 on its next call), then all shrink ("VERIFIED").
+// Exit 0: every check passed; 1: a check failed ("FAIL <what>"); 3: an
+// unexpected jaccl error ("UNEXPECTED <kind> | <what>").
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jaccl/jaccl.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using GroupPtr = std::shared_ptr<jaccl::Group>;
+
+std::mutex g_out;
+int g_failures = 0;
+
+void say(const std::string& line) {
+  std::lock_guard<std::mutex> lock(g_out);
+  std::cout << line << std::endl;
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) {
+    say("FAIL " + what);
+    std::lock_guard<std::mutex> lock(g_out);
+    ++g_failures;
+  }
+}
+
+int env_int(const char* name, int dflt) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : dflt;
+}
+
+std::string env_str(const char* name, const char* dflt = "") {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : dflt;
+}
+
+std::vector<int> env_list(const char* name) {
+  std::vector<int> out;
+  std::istringstream in(env_str(name));
+  for (std::string p; std::getline(in, p, ',');) {
+    if (!p.empty())
+      out.push_back(std::stoi(p));
+  }
+  return out;
+}
+
+std::string list(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string describe(const jaccl::Error& e) {
+  return std::string(jaccl::to_string(e.kind())) + " | " + e.what() +
+         " | peers=" + list(e.peers());
+}
+
+[[noreturn]] void die_now() {
+  ::kill(::getpid(), SIGKILL);
+  for (;;)
+    ::pause();
+}
+
+void wait_for_file(const std::string& path) {
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (!std::filesystem::exists(path) &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+// The job ranks of g's members, in member order.
+std::vector<int> members_of(jaccl::Group& g, int job) {
+  std::vector<int> out(static_cast<size_t>(g.size()));
+  g.all_gather(&job, out.data(), sizeof(int));
+  return out;
+}
+
+// Element counts of the ops the loop runs and the checks use.
+size_t count() {
+  return static_cast<size_t>(env_int("ELASTIC_COUNT", 16384));
+}
+
+// One op of the loop (results not checked: it runs until a rank dies).
+void run_op(jaccl::Group& g, const std::string& op, std::vector<float>& a,
+            std::vector<float>& b) {
+  const size_t n = count();
+  const auto size = static_cast<size_t>(g.size());
+  const int r = g.rank();
+  const size_t block = n / size * 4;
+  if (op == "all_sum") {
+    g.all_sum(a.data(), b.data(), n * 4, jaccl::Float32);
+  } else if (op == "all_gather") {
+    g.all_gather(a.data(), b.data(), block);
+  } else if (op == "sum_scatter") {
+    g.sum_scatter(a.data(), b.data(), block, jaccl::Float32);
+  } else if (op == "all_to_all") {
+    g.all_to_all(a.data(), b.data(), block);
+  } else if (op == "sendrecv") {
+    const int next = (r + 1) % g.size(), prev = (r + g.size() - 1) % g.size();
+    if (r == 0) {
+      g.send(a.data(), n * 4, next);
+      g.recv(b.data(), n * 4, prev);
+    } else {
+      g.recv(b.data(), n * 4, prev);
+      g.send(a.data(), n * 4, next);
+    }
+  } else {
+    g.barrier();
+  }
+}
+
+// Every op on g, results checked against what its members (job ranks)
+// must produce. Returns the member list.
+std::vector<int> verify(jaccl::Group& g, int job, const std::string& tag) {
+  const std::vector<int> members = members_of(g, job);
+  const size_t size = members.size();
+  const int me = g.rank();
+  const size_t n = count();
+  check(members[static_cast<size_t>(me)] == job, tag + ": member order");
+  for (size_t i = 1; i < size; ++i) {
+    check(members[i - 1] < members[i], tag + ": members out of order");
+  }
+  float jsum = 0;
+  int jmax = -1, jmin = 1 << 30;
+  for (int m : members) {
+    jsum += static_cast<float>(m + 1);
+    jmax = std::max(jmax, m);
+    jmin = std::min(jmin, m);
+  }
+  // all_sum
+  std::vector<float> in(n), out(n);
+  for (size_t i = 0; i < n; ++i)
+    in[i] = static_cast<float>((job + 1) * static_cast<int>(i % 7 + 1));
+  g.all_sum(in.data(), out.data(), n * 4, jaccl::Float32);
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i)
+    ok = ok && out[i] == jsum * static_cast<float>(i % 7 + 1);
+  check(ok, tag + ": all_sum");
+  // all_max / all_min
+  std::vector<int32_t> iin(n), iout(n);
+  for (size_t i = 0; i < n; ++i)
+    iin[i] = job * 1000 + static_cast<int32_t>(i % 13);
+  g.all_max(iin.data(), iout.data(), n * 4, jaccl::Int32);
+  ok = true;
+  for (size_t i = 0; i < n; ++i)
+    ok = ok && iout[i] == jmax * 1000 + static_cast<int32_t>(i % 13);
+  check(ok, tag + ": all_max");
+  g.all_min(iin.data(), iout.data(), n * 4, jaccl::Int32);
+  ok = true;
+  for (size_t i = 0; i < n; ++i)
+    ok = ok && iout[i] == jmin * 1000 + static_cast<int32_t>(i % 13);
+  check(ok, tag + ": all_min");
+  // all_gather
+  const size_t k = n / size;
+  std::vector<int32_t> gin(k), gout(k * size);
+  for (size_t i = 0; i < k; ++i)
+    gin[i] = job * 100000 + static_cast<int32_t>(i);
+  g.all_gather(gin.data(), gout.data(), k * 4);
+  ok = true;
+  for (size_t q = 0; q < size; ++q)
+    for (size_t i = 0; i < k; ++i)
+      ok = ok && gout[q * k + i] == members[q] * 100000 + static_cast<int>(i);
+  check(ok, tag + ": all_gather");
+  // sum_scatter: chunk c, element i of member m is (m+1) * (c + 1 + i % 3)
+  std::vector<float> sin(k * size), sout(k);
+  for (size_t c = 0; c < size; ++c)
+    for (size_t i = 0; i < k; ++i)
+      sin[c * k + i] =
+          static_cast<float>((job + 1) * static_cast<int>(c + 1 + i % 3));
+  g.sum_scatter(sin.data(), sout.data(), k * 4, jaccl::Float32);
+  ok = true;
+  for (size_t i = 0; i < k; ++i)
+    ok = ok && sout[i] == jsum * static_cast<float>(me + 1 + i % 3);
+  check(ok, tag + ": sum_scatter");
+  // all_to_all: block for member j holds job * 1000 + members[j] * 10 + i%10
+  std::vector<int32_t> ain(k * size), aout(k * size);
+  for (size_t j = 0; j < size; ++j)
+    for (size_t i = 0; i < k; ++i)
+      ain[j * k + i] = job * 1000 + members[j] * 10 + static_cast<int>(i % 10);
+  g.all_to_all(ain.data(), aout.data(), k * 4);
+  ok = true;
+  for (size_t q = 0; q < size; ++q)
+    for (size_t i = 0; i < k; ++i)
+      ok = ok && aout[q * k + i] ==
+                     members[q] * 1000 + job * 10 + static_cast<int>(i % 10);
+  check(ok, tag + ": all_to_all");
+  // send/recv around the ring
+  if (size > 1) {
+    const int next = (me + 1) % static_cast<int>(size);
+    const int prev = (me + static_cast<int>(size) - 1) % static_cast<int>(size);
+    std::vector<int32_t> rin(k, job), rout(k, -1);
+    if (me == 0) {
+      g.send(rin.data(), k * 4, next);
+      g.recv(rout.data(), k * 4, prev);
+    } else {
+      g.recv(rout.data(), k * 4, prev);
+      g.send(rin.data(), k * 4, next);
+    }
+    ok = true;
+    for (size_t i = 0; i < k; ++i)
+      ok = ok && rout[i] == members[static_cast<size_t>(prev)];
+    check(ok, tag + ": send/recv");
+  }
+  // broadcast from the last member, then a barrier
+  std::vector<int32_t> bc(k, me == static_cast<int>(size) - 1 ? 4242 : 0);
+  g.broadcast(bc.data(), k * 4, static_cast<int>(size) - 1);
+  ok = true;
+  for (size_t i = 0; i < k; ++i)
+    ok = ok && bc[i] == 4242;
+  check(ok, tag + ": broadcast");
+  g.barrier();
+  return members;
+}
+
+// Loops on op until it throws; victims (job ranks) die at one random moment
+// of it. Returns the error (on a survivor).
+std::string loop_until_error(jaccl::Group& g, int job, const std::string& op,
+                             const std::vector<int>& victims) {
+  std::vector<float> a(count(), static_cast<float>(job + 1)), b(count());
+  for (int i = 0; i < 3; ++i)
+    run_op(g, op, a, b);  // every rank is in the loop
+  if (contains(victims, job)) {
+    std::mt19937 rng(static_cast<unsigned>(env_int("ELASTIC_SEED", 1)));
+    const int delay_us = static_cast<int>(rng() % 20000);
+    std::thread([delay_us] {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      die_now();
+    }).detach();
+  }
+  say("LOOPING");
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  try {
+    while (std::chrono::steady_clock::now() < until)
+      run_op(g, op, a, b);
+  } catch (const jaccl::Error& e) {
+    if (contains(victims, job)) {
+      for (;;)
+        ::pause();  // another victim died first: wait for our own end
+    }
+    return describe(e);
+  }
+  say("FAIL no error within 60 s");
+  std::exit(1);
+}
+
+int survivor_recovery(GroupPtr g, int job, const std::string& err) {
+  say("ERROR " + err);
+  g->revoke();
+  say("AGREED " + list(g->agree_failed()));
+  say("FAILED_RANKS " + list(g->failed_ranks()));
+  GroupPtr s = g->shrink();
+  if (!s) {
+    say("FAIL shrink returned nullptr");
+    return 1;
+  }
+  const auto members = verify(*s, job, "shrunk");
+  say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
+      " members=" + list(members));
+  return 0;
+}
+
+int mode_kill(GroupPtr g, int job) {
+  const auto victims = env_list("ELASTIC_VICTIMS");
+  const std::string err =
+      loop_until_error(*g, job, env_str("ELASTIC_OP", "all_sum"), victims);
+  if (job == env_int("ELASTIC_DURING", -1)) {
+    say("ERROR " + err);
+    g->revoke();
+    g->agree_failed();  // the recipe's agreement
+    g->agree_failed();  // the shrink's first step, then gone
+    die_now();
+  }
+  return survivor_recovery(g, job, err);
+}
+
+int mode_stop(GroupPtr g, int job) {
+  const int victim = env_list("ELASTIC_VICTIMS").at(0);
+  std::vector<float> a(count(), 1.0f), b(count());
+  say("LOOPING");
+  try {
+    for (;;)
+      run_op(*g, "all_sum", a, b);
+  } catch (const jaccl::Error& e) {
+    if (job == victim) {
+      // Woken after the others left it out.
+      say("ERROR " + describe(e));
+      try {
+        g->shrink();
+        say("SHRINK none");
+      } catch (const jaccl::Error& s) {
+        say("SHRINK " + describe(s));
+      }
+      return 0;
+    }
+    say("ERROR " + describe(e));
+  }
+  GroupPtr s = g->shrink();
+  const auto members = verify(*s, job, "shrunk");
+  say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
+      " members=" + list(members));
+  wait_for_file(env_str("ELASTIC_RESUMED"));
+  verify(*s, job, "after resume");
+  say("VERIFIED2");
+  return 0;
+}
+
+int mode_split(GroupPtr g, int job) {
+  const int row_len = env_int("ELASTIC_ROW", 2);
+  const int victim = env_list("ELASTIC_VICTIMS").at(0);
+  GroupPtr row = g->split(job / row_len);
+  const bool mine = job / row_len == victim / row_len;
+  if (mine) {
+    const std::string err = loop_until_error(*row, job, "all_sum", {victim});
+    say("ROW_ERROR " + err);
+    GroupPtr s = row->shrink();
+    const auto members = verify(*s, job, "row shrunk");
+    say("ROW_VERIFIED " + std::to_string(s->size()) +
+        " members=" + list(members));
+  } else {
+    // The parent fails (the victim is in it); this row keeps working.
+    std::this_thread::sleep_for(300ms);
+    verify(*row, job, "other row");
+    say("ROW_OK");
+  }
+  try {
+    g->barrier();
+  } catch (const jaccl::Error& e) {
+    say("PARENT_ERROR " + describe(e));
+  }
+  GroupPtr s = g->shrink();
+  const auto members = verify(*s, job, "parent shrunk");
+  say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
+      " members=" + list(members));
+  return 0;
+}
+
+int mode_abort(GroupPtr g, int job) {
+  const int aborter = env_int("ELASTIC_ABORTER", 1);
+  if (job == aborter) {
+    std::thread t([g] {
+      std::this_thread::sleep_for(300ms);
+      g->abort();
+    });
+    std::vector<char> buf(64);
+    try {
+      g->recv(buf.data(), buf.size(), (g->rank() + 1) % g->size());
+      say("FAIL the recv returned");
+    } catch (const jaccl::Error& e) {
+      say("ABORTED " + describe(e));
+    }
+    t.join();
+    try {
+      g->barrier();
+      say("FAIL a barrier after abort returned");
+    } catch (const jaccl::Error& e) {
+      say("AGAIN " + describe(e));
+    }
+    try {
+      g->shrink();
+      say("FAIL shrink after abort returned");
+    } catch (const jaccl::Error& e) {
+      say("SHRINK " + describe(e));
+    }
+    return 0;
+  }
+  // Idle (a barrier would not match the aborter's recv): wait until the
+  // aborter is known failed, then find the group failed.
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (g->failed_ranks().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  say("SAW_FAILED " + list(g->failed_ranks()));
+  try {
+    g->barrier();
+    say("FAIL a barrier after the abort returned");
+    return 1;
+  } catch (const jaccl::Error& e) {
+    return survivor_recovery(g, job, describe(e));
+  }
+}
+
+int mode_revoke(GroupPtr g, int job) {
+  if (job == 1) {
+    std::this_thread::sleep_for(300ms);
+    g->revoke();
+  } else if (job == 0) {
+    std::vector<char> buf(64);
+    try {
+      g->recv(buf.data(), buf.size(), 2);
+      say("FAIL the recv returned");
+    } catch (const jaccl::Error& e) {
+      say("REVOKED " + describe(e));
+    }
+  } else {
+    std::this_thread::sleep_for(1500ms);  // idle while rank 1 revokes
+  }
+  if (job != 0) {
+    try {
+      g->all_sum(&job, &job, sizeof(int), jaccl::Int32);
+      say("FAIL all_sum on a revoked group returned");
+    } catch (const jaccl::Error& e) {
+      say("REVOKED " + describe(e));
+    }
+  }
+  say("FAILED_RANKS " + list(g->failed_ranks()));
+  GroupPtr s = g->shrink();
+  const auto members = verify(*s, job, "shrunk");
+  say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
+      " members=" + list(members));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "kill";
+  try {
+    GroupPtr g = jaccl::init(true);
+    const int job = g->rank();
+    say("READY " + std::string(g->backend_name()));
+    int rc = 0;
+    if (mode == "kill") {
+      rc = mode_kill(g, job);
+    } else if (mode == "stop") {
+      rc = mode_stop(g, job);
+    } else if (mode == "split") {
+      rc = mode_split(g, job);
+    } else if (mode == "abort") {
+      rc = mode_abort(g, job);
+    } else if (mode == "revoke") {
+      rc = mode_revoke(g, job);
+    } else {
+      say("FAIL unknown mode " + mode);
+      return 1;
+    }
+    return g_failures > 0 ? 1 : rc;
+  } catch (const jaccl::Error& e) {
+    say("UNEXPECTED " + describe(e));
+    return 3;
+  }
+}
