@@ -361,6 +361,7 @@ int mode_split(GroupPtr g, int job) {
   const int row_len = env_int("ELASTIC_ROW", 2);
   const int victim = env_list("ELASTIC_VICTIMS").at(0);
   GroupPtr row = g->split(job / row_len);
+  g->barrier();  // every row is set up (over the parent) before a death
   const bool mine = job / row_len == victim / row_len;
   if (mine) {
     const std::string err = loop_until_error(*row, job, "all_sum", {victim});
