@@ -162,12 +162,12 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     if (!s) {
       return;
     }
-    const GroupStatus status = st->status();
-    if (status == GroupStatus::Aborted || status == GroupStatus::Excluded) {
-      return;  // the escalation hook says it (or nothing is said)
+    Origin o = t_relay ? *t_relay : origin_of(st->first_error(), rank);
+    if (o.kind == ErrorKind::Revoked || o.kind == ErrorKind::Aborted ||
+        o.kind == ErrorKind::Excluded) {
+      return;  // not a failure: the escalation hook says what it is
     }
-    std::string f =
-        abort_frame(t_relay ? *t_relay : origin_of(st->first_error(), rank));
+    std::string f = abort_frame(o);
     {
       std::lock_guard<std::mutex> lock(s->mu);
       if (s->stopping) {

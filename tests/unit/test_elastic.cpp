@@ -389,6 +389,13 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
     EXPECT_NE(v.find(" members=" + list(live)), std::string::npos)
         << "rank " << r << ": " << v << "\n"
         << all;
+    // Once the old group is dropped only the new group's segment is mapped.
+    if (c.plane == "shm") {
+      EXPECT_EQ(line_of(rs[r].output, "SEGMENTS "),
+                live.size() > 1 ? "SEGMENTS 1" : "SEGMENTS 0")
+          << "rank " << r << "\n"
+          << all;
+    }
   }
   // One agreed set on every survivor: the ranks that died before it.
   EXPECT_EQ(agreed, std::set<std::string>{"AGREED " + list(c.victims)}) << all;

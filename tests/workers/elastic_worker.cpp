@@ -8,9 +8,11 @@
 //            (ELASTIC_SEED). Each survivor prints "ERROR <kind> | <what> |
 //            peers=<a,b>", revokes, prints "AGREED <failed ranks>", shrinks
 //            and checks every op on the new group ("VERIFIED <size>
-//            <backend> members=<job ranks>"). ELASTIC_DURING: that rank
-//            takes part in the shrink's first agreement (agree_failed) and
-//            SIGKILLs itself right after, so it dies during the set-up.
+//            <backend> members=<job ranks>"); then drops the old group and
+//            counts the jaccl segments still mapped ("SEGMENTS <n>").
+//            ELASTIC_DURING: that rank takes part in the shrink's first
+//            agreement (agree_failed) and SIGKILLs itself right after, so it
+//            dies during the set-up.
 //   stop     like kill with barrier, but the harness SIGSTOPs the victim;
 //            survivors shrink and verify, then wait for the file
 //            ELASTIC_RESUMED and verify again ("VERIFIED2"). The victim,
@@ -39,10 +41,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -296,6 +300,20 @@ std::string loop_until_error(jaccl::Group& g, int job, const std::string& op,
   std::exit(1);
 }
 
+// Shared-memory segments of jaccl mapped in this process (memfd or
+// /dev/shm, "jaccl-<nonce>"), each counted once.
+int mapped_segments() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> names;
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find("jaccl-");
+    if (at != std::string::npos) {
+      names.insert(line.substr(at, line.find(' ', at) - at));
+    }
+  }
+  return static_cast<int>(names.size());
+}
+
 int survivor_recovery(GroupPtr g, int job, const std::string& err) {
   say("ERROR " + err);
   g->revoke();
@@ -309,6 +327,8 @@ int survivor_recovery(GroupPtr g, int job, const std::string& err) {
   const auto members = verify(*s, job, "shrunk");
   say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
       " members=" + list(members));
+  g.reset();  // the last reference: the old group's segment goes
+  say("SEGMENTS " + std::to_string(mapped_segments()));
   return 0;
 }
 
@@ -323,7 +343,7 @@ int mode_kill(GroupPtr g, int job) {
     g->agree_failed();  // the shrink's first step, then gone
     die_now();
   }
-  return survivor_recovery(g, job, err);
+  return survivor_recovery(std::move(g), job, err);
 }
 
 int mode_stop(GroupPtr g, int job) {
@@ -361,6 +381,7 @@ int mode_split(GroupPtr g, int job) {
   const int row_len = env_int("ELASTIC_ROW", 2);
   const int victim = env_list("ELASTIC_VICTIMS").at(0);
   GroupPtr row = g->split(job / row_len);
+  g->barrier();  // every row is set up (over the parent) before a death
   const bool mine = job / row_len == victim / row_len;
   if (mine) {
     const std::string err = loop_until_error(*row, job, "all_sum", {victim});
@@ -472,7 +493,7 @@ int main(int argc, char** argv) {
     say("READY " + std::string(g->backend_name()));
     int rc = 0;
     if (mode == "kill") {
-      rc = mode_kill(g, job);
+      rc = mode_kill(std::move(g), job);
     } else if (mode == "stop") {
       rc = mode_stop(g, job);
     } else if (mode == "split") {
