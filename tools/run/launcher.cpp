@@ -258,8 +258,13 @@ int Launcher::run() {
   }
   start_ = Clock::now();
   connect_by_ = start_ + seconds(opt_.connect_timeout);
-  // Two pipes per rank (three through ssh), all held until the rank ends.
-  const std::string fds = ensure_fd_room(plan_.ranks.size() * 3);
+  // Two pipes per rank whose output we prefix, and ssh's stdin: all held
+  // until the rank ends.
+  size_t want_fds = 0;
+  for (const RankPlan& rp : plan_.ranks) {
+    want_fds += (rp.spec.capture ? 2 : 0) + (rp.spec.ctl ? 1 : 0);
+  }
+  const std::string fds = ensure_fd_room(want_fds);
   if (!fds.empty()) {
     note("cannot start " + std::to_string(plan_.ranks.size()) +
          " rank(s): jaccl-run " + fds);
