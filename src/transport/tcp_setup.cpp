@@ -292,7 +292,8 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   }
   star::ensure_fd_room(sockets,
                        "the TCP data plane (" + std::to_string(sockets) +
-                           " connections to peers)",
+                           (sockets == 1 ? " connection" : " connections") +
+                           " to peers)",
                        st.me);
   const Deadline dl = Deadline::after(cfg.get_timeout());
   std::unique_ptr<TcpAcceptor> acceptor;

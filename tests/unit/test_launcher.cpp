@@ -558,6 +558,50 @@ TEST(Launcher, MissingProgramExits127) {
   EXPECT_EQ(r.exit_code, 127) << r.output;
 }
 
+// ------------------------------------------------------------------ limits
+
+// With many ranks the open-file limit bites first: it is named, with what to
+// raise, before any rank starts (jaccl-run's two pipes per rank) or as soon
+// as a rank finds it short (rank 0's connection to every rank), never as a
+// hang or a vague timeout. `ulimit -n` in a shell sets both soft and hard.
+TEST(Launcher, TooFewOpenFilesForTheRanksPipesIsNamed) {
+  ProcResult r = run("/bin/sh",
+                     {"-c", "ulimit -n 48; exec \"$0\" -n 40 -- \"$1\" say hi",
+                      launcher(), probe()},
+                     {}, kDeadline);
+  EXPECT_EQ(r.exit_code, 1) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: cannot start 40 rank(s): jaccl-run "
+                          "needs about"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(hard limit 48): raise the open-file limit, e.g. "
+                          "ulimit -n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("hi"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, TooFewOpenFilesForRankZerosConnectionsIsNamed) {
+  TempDir dir;
+  ProcResult r =
+      run("/bin/sh",
+          {"-c",
+           "ulimit -n 100; exec \"$0\" -n 40 --no-prefix --side-channel "
+           "\"file://$1\" -- "
+           "\"$2\"",
+           launcher(), dir.path(), std::string(JACCL_EXAMPLES_DIR) + "/hello"},
+          {}, kDeadline);
+  EXPECT_NE(r.exit_code, 0) << r.describe() << "\n" << r.output;
+  // Rank 0 holds one connection per rank, the others one each (and fit).
+  EXPECT_NE(r.output.find("rank 0: the TCP data plane (39 connections to "
+                          "peers) needs about"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("hard limit 100): raise the open-file limit"),
+            std::string::npos)
+      << r.output;
+}
+
 // ------------------------------------------------------------------ signals
 
 TEST(Launcher, SignalsAreForwardedAndNothingIsLeft) {
