@@ -213,12 +213,62 @@ def render(res):
                 f"| {j['call_mean_max_us'] / 1e3:.0f} "
                 f"| {j.get('wall_s', 0):.1f} |")
         out.append("")
+    out += _reading(res)
     if res["notes"]:
         out.append("Notes:")
         out += [f"- {x}" for x in res["notes"]]
         out.append("")
     out += GROWTH
     return out
+
+
+def _reading(res):
+    """This run's figures, read: where the largest job's time and CPU went,
+    and how init's per-rank cost grows with N."""
+    mine = {}
+    for r in res["rows"]:
+        if r["build"] == "this build":
+            mine.setdefault(r["n"], []).append(r)
+    if not mine:
+        return []
+    big = max(mine)
+    rows = mine[big]
+    main = _med(rows, "last_main_ms")
+    init = _med(rows, "last_init_done_ms")
+    first = _med(rows, "last_first_done_ms")
+    cpu = _med(rows, "cpu_s")
+    if None in (main, init, first, cpu):
+        return []
+    text = (f"Reading: at {big} processes the last rank reached `main` "
+            f"{main / 1e3:.1f} s after the start, `init` took "
+            f"{(init - main) / 1e3:.1f} s more and the first all_sum "
+            f"{(first - init) / 1e3:.1f} s; the job used {cpu:.1f} s of CPU, "
+            f"{cpu * 1e3 / big:.0f} ms per rank, on two cores shared with "
+            "other work.")
+    if big >= 1024:
+        ok = first < 10e3
+        text += (" Target (issue 26: < 10 s to the first all_sum at 1024): "
+                 + ("met" if ok else f"**not met** in this run "
+                    f"({first / 1e3:.0f} s)") + ".")
+    small = min(mine)
+    if small != big:
+        per = {}
+        for n in (small, big):
+            c, f = _med(mine[n], "init_cpu_ms"), _med(mine[n], "init_faults")
+            per[n] = (None if c is None else c / n,
+                      None if f is None else f / n)
+        if None not in per[small] + per[big]:
+            text += (
+                f" `init`'s CPU per rank grows from {per[small][0]:.0f} ms "
+                f"at {small} ranks to {per[big][0]:.0f} ms at {big}, and its "
+                f"minor page faults from {per[small][1]:.0f} to "
+                f"{per[big][1]:.0f} per rank: every rank holds every rank's "
+                "card and the frames of each round (O(N) fresh memory per "
+                "rank), and page faults are dear on this VM, which traps "
+                "page-table writes. The same holds for the thread ranks: "
+                "`ideal`'s first call is mostly N threads faulting in "
+                "N x 256 bytes each.")
+    return [text, ""]
 
 
 # The reading that follows the tables, kept with the code that measures
