@@ -11,12 +11,16 @@
 // after the measured all_sum (one all_max more) and rank 0 adds, in ms
 // from T0: when the last rank reached main (fork, exec and the dynamic
 // loader of every rank), when the last finished init and when the last
-// finished the first all_sum; and the slowest rank's init and all_sum.
+// finished the first all_sum; and the slowest rank's init and all_sum;
+// and, summed over the ranks, the CPU time (every thread) and minor page
+// faults of init and of the first all_sum (an all_sum more).
 //
 // FIRST_ALLREDUCE_STOP=main exits at once (what starting the program
 // costs), =init right after init (what bootstrap adds); the CPU a whole
 // job spends with each, beside the full run, splits it into phases.
 #include <jaccl/jaccl.h>
+
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -25,6 +29,18 @@
 #include <string>
 
 namespace {
+
+// CPU ms (user + system, every thread) and minor faults so far.
+void usage(double* cpu_ms, double* faults) {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3 +
+           static_cast<double>(t.tv_usec) / 1e3;
+  };
+  *cpu_ms = ms(ru.ru_utime) + ms(ru.ru_stime);
+  *faults = static_cast<double>(ru.ru_minflt);
+}
 
 double realtime_ms() {
   timespec ts{};
@@ -43,6 +59,8 @@ int main() {
   if (stop_at == "main") {
     return 0;
   }
+  double cpu0 = 0, flt0 = 0, cpu1 = 0, flt1 = 0, cpu2 = 0, flt2 = 0;
+  usage(&cpu0, &flt0);
   auto t0 = Clock::now();
   try {
     auto group = jaccl::init(/*strict=*/true);
@@ -51,10 +69,12 @@ int main() {
     }
     auto t1 = Clock::now();
     const double init_at = realtime_ms();
+    usage(&cpu1, &flt1);
     float in = static_cast<float>(group->rank() + 1), out = 0;
     group->all_sum(&in, &out, sizeof(float), jaccl::Float32);
     auto t2 = Clock::now();
     const double first_at = realtime_ms();
+    usage(&cpu2, &flt2);
     int n = group->size();
     bool ok = out == static_cast<float>(n) * (n + 1) / 2;
     auto ms = [](auto d) {
@@ -67,12 +87,18 @@ int main() {
                         ms(t1 - t0), ms(t2 - t1)};
       double worst[5] = {0, 0, 0, 0, 0};
       group->all_max(mine, worst, sizeof(mine), jaccl::Float64);
-      char buf[256];
+      double cost[4] = {cpu1 - cpu0, cpu2 - cpu1, flt1 - flt0, flt2 - flt1};
+      double sum[4] = {0, 0, 0, 0};
+      group->all_sum(cost, sum, sizeof(cost), jaccl::Float64);
+      char buf[512];
       std::snprintf(buf, sizeof(buf),
                     ",\"last_main_ms\":%.1f,\"last_init_done_ms\":%.1f,"
                     "\"last_first_done_ms\":%.1f,\"max_init_ms\":%.1f,"
-                    "\"max_first_all_sum_ms\":%.1f",
-                    worst[0], worst[1], worst[2], worst[3], worst[4]);
+                    "\"max_first_all_sum_ms\":%.1f,\"init_cpu_ms\":%.0f,"
+                    "\"first_cpu_ms\":%.0f,\"init_faults\":%.0f,"
+                    "\"first_faults\":%.0f",
+                    worst[0], worst[1], worst[2], worst[3], worst[4], sum[0],
+                    sum[1], sum[2], sum[3]);
       phases = buf;
     }
     if (group->rank() == 0 || !ok) {

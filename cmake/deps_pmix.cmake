@@ -1,7 +1,8 @@
 # Optional side channel: pmix:// (PMIx, Debian's libpmix-dev).
 #
 # Included from cmake/optional_deps.cmake after the `jaccl` target exists.
-# Found -> libpmix linked into `jaccl` PRIVATE and JACCL_HAVE_PMIX=1; missing
+# Found -> libjaccl-pmix.so, a plugin (linked into a static libjaccl:
+# cmake/channel_plugins.cmake) and JACCL_HAVE_PMIX=1; missing
 # -> src/bootstrap/pmix_channel.cpp still compiles and pmix:// raises a
 # ConfigError saying to install libpmix-dev.
 #
@@ -26,9 +27,8 @@ if(JACCL_WITH_PMIX)
     PATH_SUFFIXES pmix2/lib)
   if(JACCL_PMIX_INCLUDE_DIR AND JACCL_PMIX_LIBRARY)
     set(JACCL_HAVE_PMIX ON)
-    target_include_directories(jaccl PRIVATE ${JACCL_PMIX_INCLUDE_DIR})
-    target_link_libraries(jaccl PRIVATE ${JACCL_PMIX_LIBRARY})
-    target_compile_definitions(jaccl PRIVATE JACCL_HAVE_PMIX=1)
+    jaccl_add_channel(pmix INCLUDES ${JACCL_PMIX_INCLUDE_DIR}
+                           LIBS ${JACCL_PMIX_LIBRARY})
   endif()
 endif()
 

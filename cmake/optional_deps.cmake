@@ -1,13 +1,16 @@
 # Optional side channels: redis:// (hiredis) and mpi:// (MPI).
 #
 # Included by the root CMakeLists.txt after the `jaccl` target exists. Each
-# dependency that is found is linked into `jaccl` PRIVATE and announced with a
-# compile definition (JACCL_HAVE_REDIS=1 / JACCL_HAVE_MPI=1); the channel's
-# sources compile either way and, without the dependency, raise a ConfigError
-# that says how to enable it.
+# dependency that is found becomes a plugin of the shared libjaccl (or is
+# linked into a static one: cmake/channel_plugins.cmake) and is announced
+# with a compile definition (JACCL_HAVE_REDIS=1 / JACCL_HAVE_MPI=1); the
+# channel's sources compile either way and, without the dependency, raise a
+# ConfigError that says how to enable it.
 #
 #   -DJACCL_WITH_REDIS=OFF   never build the redis:// channel
 #   -DJACCL_WITH_MPI=OFF     never build the mpi:// channel
+
+include(${CMAKE_CURRENT_LIST_DIR}/channel_plugins.cmake)
 
 option(JACCL_WITH_REDIS "Build the redis:// side channel when hiredis is found" ON)
 option(JACCL_WITH_MPI "Build the mpi:// side channel when MPI is found" ON)
@@ -35,9 +38,8 @@ if(JACCL_WITH_REDIS)
   endif()
   if(JACCL_HIREDIS_INCLUDE_DIR AND JACCL_HIREDIS_LIBRARY)
     set(JACCL_HAVE_REDIS ON)
-    target_include_directories(jaccl PRIVATE ${JACCL_HIREDIS_INCLUDE_DIR})
-    target_link_libraries(jaccl PRIVATE ${JACCL_HIREDIS_LIBRARY})
-    target_compile_definitions(jaccl PRIVATE JACCL_HAVE_REDIS=1)
+    jaccl_add_channel(redis INCLUDES ${JACCL_HIREDIS_INCLUDE_DIR}
+                            LIBS ${JACCL_HIREDIS_LIBRARY})
   endif()
 endif()
 
@@ -49,8 +51,7 @@ if(JACCL_WITH_MPI)
   find_package(MPI QUIET COMPONENTS CXX)
   if(MPI_CXX_FOUND)
     set(JACCL_HAVE_MPI ON)
-    target_link_libraries(jaccl PRIVATE MPI::MPI_CXX)
-    target_compile_definitions(jaccl PRIVATE JACCL_HAVE_MPI=1)
+    jaccl_add_channel(mpi LIBS MPI::MPI_CXX)
   endif()
 endif()
 

@@ -7,7 +7,7 @@
 # cpack installs the configured build under /usr (CPACK_PACKAGING_INSTALL_PREFIX),
 # stripped; the install run paths ($ORIGIN, cmake/install_rpath.cmake) make the
 # tools and the module find /usr/<libdir>/libjaccl.so.0. Shared-library
-# dependencies come from dpkg-shlibdeps (libssl3, libhiredis, libopenmpi, ...);
+# dependencies come from dpkg-shlibdeps (libhiredis, libopenmpi, libpmix, ...);
 # the Python module adds python3 of the version it was built for and numpy.
 
 set(CPACK_GENERATOR DEB)

@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
 // libFuzzer target for the TCP card decoder (src/transport/tcp_card.cpp
-// decode_card): the JSON a peer publishes through the side channel. Oracles:
+// decode_card): the card a peer publishes through the side channel. Oracles:
 // bad bytes are a ProtocolError naming the publishing rank, never a crash or
 // another exception; a card that decodes re-encodes to one that decodes to
 // the same fields.

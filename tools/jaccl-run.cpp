@@ -14,14 +14,17 @@
 // on ssh's stdin. Output lines are prefixed with "[rank] ". When a rank
 // fails, the others get SIGTERM, then SIGKILL after the grace period, and
 // jaccl-run exits with the failing rank's status (128+signal if it was
-// killed). SIGINT/SIGTERM/SIGHUP are forwarded to the ranks, on every host
+// killed). With --elastic they carry on instead: the job ends when every
+// rank has exited, with the first failure's status and a closing line
+// naming which ranks finished and how the others ended. SIGINT/SIGTERM/SIGHUP are forwarded to the ranks, on every host
 // (a second one kills them at once), and jaccl-run then dies of the same
 // signal. Local ranks have PR_SET_PDEATHSIG(SIGKILL); remote ones die with
 // their ssh connection.
 //
 // The pieces live in tools/run/: options, hosts (--hosts and hostfiles),
 // plan (what each rank runs), binding (--bind-to), remote (the ssh side),
-// spawn, output, launcher (the supervision loop).
+// spawn, limits (open files, processes), output, summary (--elastic's
+// closing line), launcher (the supervision loop).
 #include <cstdio>
 
 #include "run/hosts.h"

@@ -1,8 +1,6 @@
 // Copyright 2026 the jaccl authors.
 #include "bootstrap/uri.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -15,6 +13,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/sha256.h"
 
 namespace jaccl::detail {
 
@@ -72,10 +71,8 @@ void split_host_port(std::string_view uri, std::string_view hp,
 }
 
 std::string sha256_hex16(std::string_view s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(s.data(), s.size(), md, &len, EVP_sha256(), nullptr);
-  return to_hex(md, std::min(len, 8u));
+  const Sha256Digest md = sha256(s);
+  return to_hex(md.data(), 8);
 }
 
 }  // namespace

@@ -1,9 +1,6 @@
 // Copyright 2026 the jaccl authors.
 #include "common/handshake.h"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -12,6 +9,7 @@
 #include "common/bytes.h"
 #include "common/net.h"
 #include "common/random.h"
+#include "common/sha256.h"
 
 namespace jaccl::detail {
 
@@ -22,16 +20,8 @@ Mac hmac(std::string_view token, std::string_view label,
   std::string msg(label);
   msg.append(reinterpret_cast<const char*>(hello.data()), hello.size());
   msg.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
-  Mac out{};
-  unsigned len = 0;
   // HMAC with an empty key is still well defined; see the header comment.
-  static const unsigned char kEmpty = 0;
-  ::HMAC(EVP_sha256(),
-         token.empty() ? &kEmpty : reinterpret_cast<const void*>(token.data()),
-         static_cast<int>(token.size()),
-         reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
-         out.data(), &len);
-  return out;
+  return hmac_sha256(token, msg);
 }
 
 }  // namespace
@@ -58,10 +48,8 @@ uint64_t token_fingerprint(std::string_view token) {
   if (token.empty()) {
     return 0;
   }
-  unsigned char md[32];
-  unsigned len = 0;
-  ::EVP_Digest(token.data(), token.size(), md, &len, EVP_sha256(), nullptr);
-  return get_u64(md) | 1;  // never 0, which means "no token"
+  const Sha256Digest md = sha256(token);
+  return get_u64(md.data()) | 1;  // never 0, which means "no token"
 }
 
 std::array<uint8_t, kHelloBytes> encode_hello(const Hello& h) {
@@ -116,7 +104,7 @@ Mac client_proof(std::string_view token, std::span<const uint8_t> hello,
 }
 
 bool mac_equal(const Mac& a, const Mac& b) {
-  return ::CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return equal_in_constant_time(a.data(), b.data(), a.size());
 }
 
 void client_handshake(int fd, const Hello& me, std::string_view token,

@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
 // The TCP card: what a peer needs to reach this rank, published once through
-// the side channel (JSON, variable length) and validated on arrival.
+// the side channel (binary, variable length) and validated on arrival.
 #pragma once
 
 #include <cstdint>

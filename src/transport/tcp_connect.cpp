@@ -323,6 +323,16 @@ Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
       int err = 0;
       Fd fd = try_connect(addr, dl, &err);
       if (!fd.valid()) {
+        if (err == EMFILE || err == ENFILE) {
+          // No descriptor to dial with: waiting will not give one back.
+          raise(ErrorKind::Io,
+                "cannot open a socket to dial rank " +
+                    std::to_string(hello.rank) + ": " + resource_hint(err),
+                {.rank = rank,
+                 .peer = hello.rank,
+                 .address = addr.str(),
+                 .sys_errno = err});
+        }
         JACCL_LOG(Debug, "rank " << rank << ": connect to rank " << hello.rank
                                  << " at " << addr.str()
                                  << " failed: " << std::strerror(err));

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "bootstrap/tcp_star_limits.h"
 #include "common/cache_info.h"
 #include "common/log.h"
 #include "transport/interfaces.h"
@@ -332,6 +333,18 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   }
   listen_and_publish(st, sc, std::move(ofi_card));
   plan_connections(st, want_data);
+  // Rank 0 of a one-host job holds a control connection to every rank:
+  // found short here (and the soft limit raised if the hard one allows),
+  // not as a dial that fails until the deadline.
+  size_t sockets = st.jobs.size();
+  for (int w : st.expected) {
+    sockets += w >= 0 ? static_cast<size_t>(w) + 1 : 0;
+  }
+  star::ensure_fd_room(sockets,
+                       "the TCP data plane (" + std::to_string(sockets) +
+                           (sockets == 1 ? " connection" : " connections") +
+                           " to peers)",
+                       st.me);
   const Deadline dl = Deadline::after(cfg.get_timeout());
   std::unique_ptr<TcpAcceptor> acceptor;
   if (std::any_of(st.expected.begin(), st.expected.end(),

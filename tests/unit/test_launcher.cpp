@@ -558,6 +558,138 @@ TEST(Launcher, MissingProgramExits127) {
   EXPECT_EQ(r.exit_code, 127) << r.output;
 }
 
+// ----------------------------------------------------------------- elastic
+
+// --elastic: a rank that SIGKILLs itself does not stop the others. They
+// outlive it (each waits for the file it touched just before dying), keep
+// their output, and the job ends when they have exited, with the dead
+// rank's status and a line naming who finished and who died.
+TEST(Launcher, ElasticSurvivorsFinishAfterARankKillsItself) {
+  TempDir dir;
+  const std::string dying = dir / "dying";
+  ProcResult r = launch(
+      cmd(4, {"-v", "--elastic"},
+          {"pid", "if-rank", "2", "touch", dying, "if-rank", "2", "signal", "9",
+           "await", dying, "sleep", "200", "say", "carried on"}));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.describe() << "\n" << r.output;
+  for (int rank : {0, 1, 3}) {
+    EXPECT_NE(r.output.find("[" + std::to_string(rank) + "] carried on\n"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_EQ(r.output.find("[2] carried on"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: rank 2 was killed by signal 9 (SIGKILL); "
+                          "--elastic: the other 3 running rank(s) carry on"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: elastic job ended: ranks 0, 1, 3 "
+                          "finished (exit 0); rank 2 was killed by signal 9 "
+                          "(SIGKILL)\n"),
+            std::string::npos)
+      << r.output;
+  // Nobody was stopped: no SIGTERM went out.
+  EXPECT_EQ(r.output.find("stopping"), std::string::npos) << r.output;
+  auto pids = launcher_pids(r.output);
+  EXPECT_EQ(pids.size(), 4u) << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+// The job's status is the first failure's, whatever fails after it; each
+// outcome is named once, ranks grouped.
+TEST(Launcher, ElasticStatusIsTheFirstFailuresAndEveryOutcomeIsNamed) {
+  TempDir dir;
+  const std::string go = dir / "go";
+  Job job = Job::start(
+      launcher(),
+      cmd(5, {"--elastic"},
+          {"if-rank", "1", "exit", "3", "await", go, "if-rank", "3", "signal",
+           "9", "if-rank", "4", "signal", "9", "say", "done"}),
+      1, nullptr);
+  // Ranks 3 and 4 die only once jaccl-run has reported rank 1's exit.
+  ASSERT_TRUE(job.wait_for_output(0, "rank 1 exited with code 3", kDeadline))
+      << job.output(0);
+  std::ofstream(go).put('\n');
+  ProcResult r = job.wait_one(0, kDeadline);
+  EXPECT_EQ(r.exit_code, 3) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("[0] done\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[2] done\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: elastic job ended: ranks 0, 2 finished "
+                          "(exit 0); rank 1 exited with code 3; ranks 3, 4 "
+                          "were killed by signal 9 (SIGKILL)\n"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Launcher, ElasticJobThatLosesNobodyExits0) {
+  ProcResult r = launch(cmd(3, {"--elastic"}, {"say", "hi"}));
+  EXPECT_EQ(r.exit_code, 0) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: elastic job ended: ranks 0-2 finished "
+                          "(exit 0)\n"),
+            std::string::npos)
+      << r.output;
+}
+
+// A signal to jaccl-run still ends every rank, elastic or not.
+TEST(Launcher, ElasticJobStillStopsOnASignal) {
+  Job job = start_and_wait_for_pids(
+      cmd(3, {"-v", "--elastic"}, {"pid", "sleep", "600000"}), 3);
+  auto pids = rank_pids(job.output(0));
+  ASSERT_EQ(pids.size(), 3u) << job.output(0);
+  job.kill(0, SIGTERM);
+  ProcResult r = job.wait_one(0, kDeadline);
+  EXPECT_EQ(r.term_signal, SIGTERM) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("elastic job ended: no rank finished; ranks 0-2 "
+                          "were killed by signal 15 (SIGTERM)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(all_gone(pids));
+}
+
+// ------------------------------------------------------------------ limits
+
+// With many ranks the open-file limit bites first: it is named, with what to
+// raise, before any rank starts (jaccl-run's two pipes per rank) or as soon
+// as a rank finds it short (rank 0's connection to every rank), never as a
+// hang or a vague timeout. `ulimit -n` in a shell sets both soft and hard.
+TEST(Launcher, TooFewOpenFilesForTheRanksPipesIsNamed) {
+  ProcResult r = run("/bin/sh",
+                     {"-c", "ulimit -n 48; exec \"$0\" -n 40 -- \"$1\" say hi",
+                      launcher(), probe()},
+                     {}, kDeadline);
+  EXPECT_EQ(r.exit_code, 1) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: cannot start 40 rank(s): jaccl-run "
+                          "needs about"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(hard limit 48): raise the open-file limit, e.g. "
+                          "ulimit -n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("hi"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, TooFewOpenFilesForRankZerosConnectionsIsNamed) {
+  TempDir dir;
+  ProcResult r =
+      run("/bin/sh",
+          {"-c",
+           "ulimit -n 100; exec \"$0\" -n 40 --no-prefix --side-channel "
+           "\"file://$1\" -- "
+           "\"$2\"",
+           launcher(), dir.path(), std::string(JACCL_EXAMPLES_DIR) + "/hello"},
+          {}, kDeadline);
+  EXPECT_NE(r.exit_code, 0) << r.describe() << "\n" << r.output;
+  // Rank 0 holds one connection per rank, the others one each (and fit).
+  EXPECT_NE(r.output.find("rank 0: the TCP data plane (39 connections to "
+                          "peers) needs about"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("hard limit 100): raise the open-file limit"),
+            std::string::npos)
+      << r.output;
+}
+
 // ------------------------------------------------------------------ signals
 
 TEST(Launcher, SignalsAreForwardedAndNothingIsLeft) {

@@ -249,6 +249,71 @@ TEST(LauncherHosts, RemoteRanksThroughAStandInSsh) {
       << r.output;
 }
 
+// --elastic over ssh (a stand-in): a remote rank that SIGKILLs itself is
+// named with its host, the ranks on both hosts carry on and finish.
+TEST(LauncherHosts, ElasticRemoteRankDiesAndTheOthersFinish) {
+  TempDir cwd;
+  const std::string dying = cwd / "dying";
+  ProcResult r = launch({"--hosts",
+                         "10.9.0.1:2,10.9.0.2:2",
+                         "--ssh",
+                         kLocalSsh,
+                         "--cwd",
+                         cwd.path(),
+                         "--elastic",
+                         "--",
+                         worker_path("launcher_probe"),
+                         "if-rank",
+                         "2",
+                         "touch",
+                         dying,
+                         "if-rank",
+                         "2",
+                         "signal",
+                         "9",
+                         "await",
+                         dying,
+                         "sleep",
+                         "200",
+                         "say",
+                         "carried on"});
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.describe() << "\n" << r.output;
+  for (int rank : {0, 1, 3}) {
+    EXPECT_NE(r.output.find("[" + std::to_string(rank) + "] carried on\n"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("jaccl-run: elastic job ended: ranks 0, 1, 3 "
+                          "finished (exit 0); rank 2 was killed by signal 9 "
+                          "(SIGKILL) on 10.9.0.2\n"),
+            std::string::npos)
+      << r.output;
+}
+
+// A host that never starts its rank (a stand-in ssh that hangs for
+// 10.9.0.2): under --elastic only that rank is given up at
+// --connect-timeout, the others run to their end.
+TEST(LauncherHosts, ElasticGivesUpOnlyTheRankOfASilentHost) {
+  ProcResult r = launch(
+      {"--hosts", "10.9.0.1,10.9.0.2,10.9.0.3", "--ssh",
+       "/bin/sh -c 'case \"$1\" in 10.9.0.2) exec sleep 600;; esac; exec "
+       "/bin/sh -c \"$2\"' fake-ssh",
+       "--connect-timeout", "1", "--elastic", "--",
+       worker_path("launcher_probe"), "say", "done"});
+  EXPECT_EQ(r.exit_code, 255) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("[0] done\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[2] done\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1: host 10.9.0.2 did not start it within 1 s "
+                          "(--connect-timeout)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("jaccl-run: elastic job ended: ranks 0, 2 finished "
+                          "(exit 0); rank 1 could not start on host "
+                          "10.9.0.2\n"),
+            std::string::npos)
+      << r.output;
+}
+
 // The remote side's shell removes the libfabric shm regions of a rank a
 // signal killed (the local case and its control: test_launcher.cpp).
 TEST(LauncherHosts, ARemoteKilledRanksShmRegionsAreRemoved) {

@@ -173,6 +173,49 @@ TEST(SshLauncher, FailingRankOnSecondHostStopsTheFirst) {
   EXPECT_TRUE(hosts.all_quiet(kQuiet)) << hosts.describe_leftovers();
 }
 
+// --elastic over real ssh: a rank on the second host SIGKILLs itself once
+// every rank runs; the ranks on both hosts carry on, keep their output and
+// finish, and the closing line names the dead rank and its host.
+TEST(SshLauncher, ElasticRankOnSecondHostDiesAndTheOthersFinish) {
+  SshHosts hosts(2);
+  REQUIRE_SSH_HOSTS(hosts);
+  const std::string go = hosts.dir() / "go";
+  const std::string dying = hosts.dir() / "dying";
+  Job job = start_job({"-v",        "--elastic",
+                       "--hosts",   hosts.ip(0) + ":2," + hosts.ip(1) + ":2",
+                       "--ssh",     hosts.ssh_command(),
+                       "--",        probe(),
+                       "pid",       "await",
+                       go,          "if-rank",
+                       "3",         "touch",
+                       dying,       "if-rank",
+                       "3",         "signal",
+                       "9",         "await",
+                       dying,       "sleep",
+                       "300",       "say",
+                       "carried on"},
+                      4);
+  auto pids = rank_pids_by_rank(job.output(0));
+  ASSERT_EQ(pids.size(), 4u) << job.output(0);
+  std::ofstream(go).put('\n');
+  ProcResult r = job.wait_one(0, kJobDeadline);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.describe() << "\n" << r.output;
+  for (int rank : {0, 1, 2}) {
+    EXPECT_NE(r.output.find("[" + std::to_string(rank) + "] carried on\n"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_NE(r.output.find("jaccl-run: elastic job ended: ranks 0-2 finished "
+                          "(exit 0); rank 3 was killed by signal 9 (SIGKILL) "
+                          "on " +
+                          hosts.ip(1) + "\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("stopping"), std::string::npos) << r.output;
+  EXPECT_TRUE(gone({pids[0], pids[1], pids[2], pids[3]}));
+  EXPECT_TRUE(hosts.all_quiet(kQuiet)) << hosts.describe_leftovers();
+}
+
 TEST(SshLauncher, SigintAndSigtermReachEveryRemoteRank) {
   SshHosts hosts(2);
   REQUIRE_SSH_HOSTS(hosts);

@@ -95,6 +95,26 @@ TEST_F(SlurmJob, TheDocsBatchScriptRunsTheJob) {
   }
 }
 
+// Under srun, Slurm owns the ranks (jaccl-run --elastic does not apply):
+// docs/launching.md's recipe for the same behaviour, srun
+// --kill-on-bad-exit=0 --wait=0, lets the other tasks finish after one
+// SIGKILLs itself, and srun exits 128+9.
+TEST_F(SlurmJob, ElasticRecipeLetsTheOtherTasksFinish) {
+  TempDir shared;
+  const std::string dying = shared / "dying";
+  auto r = cluster_->srun(
+      {"-n", "3", "--kill-on-bad-exit=0", "--wait=0", "/bin/sh", "-c",
+       "if [ \"$SLURM_PROCID\" = 1 ]; then touch " + dying +
+           "; kill -9 $$; fi; while [ ! -e " + dying +
+           " ]; do sleep 0.05; done; sleep 0.3; echo \"carried on "
+           "$SLURM_PROCID\""},
+      {}, 120s);
+  EXPECT_EQ(r.exit_code, 128 + 9) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("carried on 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("carried on 2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("carried on 1"), std::string::npos) << r.output;
+}
+
 TEST_F(SlurmJob, SrunWithoutPmixSaysWhatToSet) {
   auto r = conformance(
       {"-n", "2", "--mpi=none"},

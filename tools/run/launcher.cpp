@@ -12,6 +12,7 @@
 
 #include "run/limits.h"
 #include "run/remote.h"
+#include "run/summary.h"
 #include "run/util.h"
 #include "transport/ofi/shm_regions.h"
 
@@ -98,6 +99,24 @@ void Launcher::fail(int rank, int status, const std::string& why) {
   stop(SIGTERM, why);
 }
 
+void Launcher::rank_failed(int rank, int status, const std::string& why) {
+  if (!opt_.elastic.enabled) {
+    fail(rank, status, why);
+    return;
+  }
+  if (failed_rank_ < 0) {
+    failed_rank_ = rank;  // its status is the job's
+    failed_status_ = status;
+  }
+  if (stopping_) {
+    return;  // a signal or the timeout is ending the job anyway
+  }
+  const int n = running();
+  note(why + (n > 0 ? "; --elastic: the other " + std::to_string(n) +
+                          " running rank(s) carry on"
+                    : ""));
+}
+
 void Launcher::on_started(int rank) {
   Rank& r = ranks_[rank];
   r.started = true;
@@ -142,9 +161,9 @@ void Launcher::on_exit(int rank) {
                                   : "could not start on host " + r.host + " (" +
                                         opt_.ssh + " " +
                                         describe_status(r.status) + ")";
-    if (!stopping_) {
-      fail(rank, r.status, name + ": " + what + said);
-    } else if (opt_.verbose) {
+    if (!stopping_ && !r.lost) {
+      rank_failed(rank, r.status, name + ": " + what + said);
+    } else if (opt_.verbose && !r.lost) {
       note(name + " " + describe_status(r.status) + " before it started");
     }
     return;
@@ -162,7 +181,7 @@ void Launcher::on_exit(int rank) {
     how += " on " + r.host;
   }
   if (failed(r.status) && !stopping_) {
-    fail(rank, r.status, how);
+    rank_failed(rank, r.status, how);
   } else if (opt_.verbose) {
     note(how);
   }
@@ -217,15 +236,23 @@ void Launcher::check_deadlines() {
   const auto now = Clock::now();
   if (!stopping_ && opt_.connect_timeout > 0 && now >= connect_by_) {
     for (size_t i = 0; i < ranks_.size(); ++i) {
-      const Rank& r = ranks_[i];
-      if (r.remote && r.running && !r.started) {
-        fail(static_cast<int>(i), kSshExit << 8,
-             "rank " + std::to_string(i) + ": host " + r.host +
-                 " did not start it within " +
-                 format_seconds(opt_.connect_timeout) +
-                 " s (--connect-timeout)" +
-                 (r.err.last_line.empty() ? "" : ": " + r.err.last_line));
-        break;
+      Rank& r = ranks_[i];
+      if (r.remote && r.running && !r.started && !r.lost) {
+        const std::string why =
+            "rank " + std::to_string(i) + ": host " + r.host +
+            " did not start it within " + format_seconds(opt_.connect_timeout) +
+            " s (--connect-timeout)" +
+            (r.err.last_line.empty() ? "" : ": " + r.err.last_line);
+        if (!opt_.elastic.enabled) {
+          fail(static_cast<int>(i), kSshExit << 8, why);
+          break;
+        }
+        // Only this rank's connection is dropped (nothing runs there yet;
+        // the remote shell cleans up when it goes); its exit is not
+        // reported again.
+        r.lost = true;
+        rank_failed(static_cast<int>(i), kSshExit << 8, why);
+        signal_rank(r, SIGKILL);
       }
     }
   }
@@ -258,8 +285,13 @@ int Launcher::run() {
   }
   start_ = Clock::now();
   connect_by_ = start_ + seconds(opt_.connect_timeout);
-  // Two pipes per rank (three through ssh), all held until the rank ends.
-  const std::string fds = ensure_fd_room(plan_.ranks.size() * 3);
+  // Two pipes per rank whose output we prefix, and ssh's stdin: all held
+  // until the rank ends.
+  size_t want_fds = 0;
+  for (const RankPlan& rp : plan_.ranks) {
+    want_fds += (rp.spec.capture ? 2 : 0) + (rp.spec.ctl ? 1 : 0);
+  }
+  const std::string fds = ensure_fd_room(want_fds);
   if (!fds.empty()) {
     note("cannot start " + std::to_string(plan_.ranks.size()) +
          " rank(s): jaccl-run " + fds);
@@ -329,7 +361,7 @@ int Launcher::run() {
     }
     if (!stopping_ && opt_.connect_timeout > 0 &&
         std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) {
-          return r.remote && r.running && !r.started;
+          return r.remote && r.running && !r.started && !r.lost;
         })) {
       consider(connect_by_);
     }
@@ -375,6 +407,9 @@ int Launcher::run() {
     }
     reap();
     check_deadlines();
+  }
+  if (opt_.elastic.enabled) {
+    note("elastic job ended: " + elastic_summary(ranks_));
   }
   out_sink().flush_all(signal_fd);
   err_sink().flush_all(signal_fd);  // (the same queue under 2>&1)

@@ -6,6 +6,9 @@
 // stdout/stderr when output is queued, and a self-pipe that the signal
 // handlers (including SIGCHLD) write to.
 //
+// With --elastic a rank that fails is noted, not followed by the others'
+// stop; the job ends when the last rank exits (summary.h's closing line).
+//
 // Local ranks get signals directly. A remote rank is an ssh client whose
 // stdin carries the token and then signal names, one per line, which the
 // remote shell applies to the rank's process group (see remote.h); ending
@@ -39,6 +42,8 @@ class Launcher {
   void notice_starts();
   void stop(int sig, const std::string& why);
   void fail(int rank, int status, const std::string& why);
+  // A rank failed or died: stops the job, or under --elastic only notes it.
+  void rank_failed(int rank, int status, const std::string& why);
   void kill_all(int sig);
   void signal_rank(Rank& r, int sig);
   void check_deadlines();

@@ -46,16 +46,18 @@ std::optional<int> parse(int argc, char** argv, Options& opt) {
       "Starts the ranks of a program, each with JACCL_RANK, JACCL_SIZE,\n"
       "JACCL_COORDINATOR and a shared fresh JACCL_TOKEN, prefixes their "
       "output\n"
-      "with [rank], and stops them all when one fails. Without --hosts or\n"
-      "--hostfile the ranks run here; with them, through ssh on those "
-      "hosts.",
+      "with [rank], and stops them all when one fails (with --elastic: lets\n"
+      "the others carry on). Without --hosts or --hostfile the ranks run\n"
+      "here; with them, through ssh on those hosts.",
       "jaccl-run"};
   app.footer(
       "Usage: jaccl-run -n N [options] -- program args...\n"
       "       jaccl-run --hostfile FILE [-n N] [options] -- program args...\n"
       "Exit status: 0 if every rank exits 0; else that of the first rank to\n"
       "fail (128+signal if killed); 124 on --timeout; 255 if a host cannot\n"
-      "be reached; 2 on bad usage.");
+      "be reached; 2 on bad usage. With --elastic the same, once every rank\n"
+      "has exited, after a line naming the ranks that finished and how each\n"
+      "of the others ended.");
   app.prefix_command();  // the first positional starts the program
   auto* np = app.add_option("-n,--np", opt.n,
                             "number of ranks (with hosts: default every slot)")
@@ -94,6 +96,15 @@ std::optional<int> parse(int argc, char** argv, Options& opt) {
       ->check(CLI::IsMember({"auto", "cpus", "none"}))
       ->capture_default_str();
   app.add_flag("-v,--verbose", opt.verbose, "report rank pids and exits");
+  // Elastic jobs: what a rank's death does to the others (--restart N,
+  // once the library can grow a group, goes here and needs --elastic).
+  auto* elastic = app.add_option_group(
+      "Elastic jobs", "when a rank dies (default: the others are stopped)");
+  elastic->add_flag(
+      "--elastic", opt.elastic.enabled,
+      "a rank that fails or dies does not stop the others (they can shrink "
+      "their group and carry on); the job ends when every rank has exited, "
+      "with a line naming which finished and how each other ended");
   app.add_flag("--dry-run", opt.dry_run,
                "print the command each rank would run, and run nothing");
   auto* hosts = app.add_option("--hosts", opt.hosts,

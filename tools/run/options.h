@@ -8,6 +8,14 @@
 
 namespace jaccl::run {
 
+// What to do when a rank dies. Off (the default): stop the others. On: let
+// them carry on (a group that shrinks past the dead rank) and end the job
+// when every rank has exited. A later --restart N (start a replacement
+// that joins through the library's grow) belongs here too.
+struct ElasticOptions {
+  bool enabled = false;
+};
+
 struct Options {
   int n = 0;                     // 0 with hosts: every slot
   std::vector<std::string> env;  // K=V
@@ -20,6 +28,7 @@ struct Options {
   std::string bind_to = "auto";  // auto, cpus, none (run/binding.h)
   bool verbose = false;
   bool dry_run = false;
+  ElasticOptions elastic;
   // Several hosts.
   std::string hosts;     // --hosts h1,h2:2
   std::string hostfile;  // --hostfile FILE

@@ -23,6 +23,7 @@ struct Rank {
   int ctl = -1;             // write end of ssh's stdin (signal lines)
   bool started = false;     // the remote shell printed its start line
   bool ssh_killed = false;  // we SIGKILLed the ssh client
+  bool lost = false;        // --elastic: given up on (already reported)
 };
 
 struct SpawnSpec {
