@@ -53,6 +53,27 @@ def finish(proc, timeout=30):
     return proc.returncode, out
 
 
+def finish_all(procs, timeout=30):
+    """Like finish() for every rank under one deadline; on a timeout it kills
+    them all and fails with every rank's output (who waited for whom)."""
+    deadline = time.monotonic() + timeout
+    late = []
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            late.append(p)
+    for p in late:
+        p.kill()
+    results = [(p.returncode, p.communicate()[0]) for p in procs]
+    if late:
+        pytest.fail(f"ranks {[procs.index(p) for p in late]} did not finish "
+                    f"in {timeout} s:\n" + "\n".join(
+                        f"--- rank {r}:\n{out}"
+                        for r, (_, out) in enumerate(results)))
+    return results
+
+
 def test_killed_rank_raises_peer_lost_on_the_others(tmp_path):
     code = """
         import os, signal, threading, time
@@ -178,6 +199,6 @@ def test_ctrl_c_during_collective(tmp_path):
     procs = spawn(tmp_path, code, 2, JACCL_TIMEOUT=20)
     time.sleep(2)
     procs[0].send_signal(signal.SIGINT)
-    r0, r1 = finish(procs[0]), finish(procs[1])
+    r0, r1 = finish_all(procs)
     assert r0[0] == 0 and "INTERRUPTED AFTER COLLECTIVE" in r0[1], r0[1]
     assert r1[0] == 0 and "NO INTERRUPT" in r1[1], r1[1]
