@@ -370,7 +370,8 @@ TEST_P(ElasticRestart, ReplacementOfRankZeroJoinsTheGrow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Planes, ElasticRestart,
-                         ::testing::Values("tcp", "auto"));
+                         ::testing::Values("tcp", "auto"),
+                         [](const auto& info) { return info.param; });
 
 TEST(ElasticRestartOptions, RestartNeedsElastic) {
   auto r = jaccl::test::run(jaccl::test::tool_path("jaccl-run"),
