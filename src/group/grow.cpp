@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -238,6 +238,11 @@ std::shared_ptr<Group> grow_group(GroupHandle& parent, int new_size,
   std::shared_ptr<RendezvousStore> control;
   if (me == 0) {
     control = open_store(uri, control_ns(cfg), cfg, me);
+    if (gen == 1) {
+      // An earlier job with this job id (file:// keeps records) grew: its
+      // record would call this job's newcomers stale.
+      control->remove({"grown"});
+    }
     control->put(plan_key(gen),
                  std::to_string(n) + " " + std::to_string(new_size));
   }
@@ -258,9 +263,9 @@ std::shared_ptr<Group> join_group(const Config& in) {
   const int pid = static_cast<int>(::getpid());
   if (cfg.get_all_gather_factory() || cfg.get_all_gather()) {
     const int rank = cfg.get_rank(), size = cfg.get_size();
-    GrowVote vote{kVoteMagic, gen, 0, size, 0, pid};
-    // The old size is the members': a newcomer sends -1 and takes rank 0's.
-    vote.old_size = -1;
+    // The old size is the members': a newcomer sends -1 (build takes rank
+    // 0's).
+    const GrowVote vote{kVoteMagic, gen, -1, size, 0, pid};
     Meeting m =
         cfg.get_all_gather_factory()
             ? meet_by_factory(cfg.get_all_gather_factory(), rank, size)
