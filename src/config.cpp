@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "config_parse.h"
+#include "group/grow.h"
 #include "jaccl/jaccl.h"
 
 namespace jaccl {
@@ -240,6 +241,21 @@ Config& Config::set_shm_budget(size_t mib) {
   return *this;
 }
 
+Config& Config::set_join(int generation) {
+  if (generation < 1) {
+    record("the generation to join must be >= 1, got " +
+           std::to_string(generation));
+    return *this;
+  }
+  join_ = generation;
+  return *this;
+}
+
+Config& Config::set_grow_channel(std::string uri) {
+  grow_channel_ = std::move(uri);
+  return *this;
+}
+
 Config& Config::set_shm_strategy(std::string strategy) {
   detail::ShmStrategy s{};
   if (!detail::parse_shm_strategy(strategy.c_str(), &s)) {
@@ -354,7 +370,12 @@ std::string Config::invalid_reason() const {
                          return p.find(part) != std::string::npos;
                        });
   };
-  if (size_ < 1 && explicit_size_ == 0 && devices_.empty()) {
+  // A newcomer meeting a grow through a store may learn rank and size there.
+  const bool join_by_store =
+      join_ >= 0 && !all_gather_fn_ && !all_gather_factory_;
+  if (join_by_store && rank_ < 0 && size_ < 1) {
+    // nothing to check
+  } else if (size_ < 1 && explicit_size_ == 0 && devices_.empty()) {
     why.push_back(
         "no group size: set JACCL_SIZE (or MLX_WORLD_SIZE), Config::set_size "
         "or a device file (JACCL_IBV_DEVICES)");
@@ -367,7 +388,9 @@ std::string Config::invalid_reason() const {
                   " disagrees with the device matrix of " +
                   std::to_string(devices_.size()) + " ranks");
   }
-  if (rank_ < 0) {
+  if (rank_ < 0 && join_by_store) {
+    // learned from the grow
+  } else if (rank_ < 0) {
     why.push_back("no rank: set JACCL_RANK (or MLX_RANK) or Config::set_rank");
   } else if (size_ >= 1 && rank_ >= size_ &&
              !mentions(" is out of range for group size " +
@@ -375,8 +398,16 @@ std::string Config::invalid_reason() const {
     why.push_back("rank " + std::to_string(rank_) +
                   " is out of range for group size " + std::to_string(size_));
   }
-  if (coordinator_.empty() && side_channel_.empty() && !all_gather_fn_ &&
-      !all_gather_factory_) {
+  if (join_by_store) {
+    if (detail::grow_channel_uri(*this).empty()) {
+      why.push_back(
+          "joining a grow (JACCL_JOIN / Config::set_join) needs a grow "
+          "channel: JACCL_GROW_CHANNEL or Config::set_grow_channel (kv://, "
+          "file:// or redis://), a file:// or redis:// side channel, or an "
+          "all-gather factory");
+    }
+  } else if (coordinator_.empty() && side_channel_.empty() && !all_gather_fn_ &&
+             !all_gather_factory_) {
     why.push_back(
         "no way to bootstrap: give a coordinator address (JACCL_COORDINATOR/"
         "MLX_JACCL_COORDINATOR or Config::set_coordinator), a side-channel "

@@ -168,6 +168,16 @@ Config Config::from_env() {
   }
   if (get(EnvVar::Job))
     cfg.set_job(get(EnvVar::Job));
+  if (get(EnvVar::GrowChannel))
+    cfg.set_grow_channel(get(EnvVar::GrowChannel));
+  if (get(EnvVar::Join)) {
+    auto g = parse_int(get(EnvVar::Join));
+    if (!g || *g < 1 || *g > INT32_MAX) {
+      cfg.record(describe(EnvVar::Join) + " is not a generation >= 1");
+    } else {
+      cfg.set_join(static_cast<int>(*g));
+    }
+  }
   if (get(EnvVar::Ring)) {
     cfg.prefer_ring(parse_flag(get(EnvVar::Ring)));
   }

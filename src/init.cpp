@@ -10,6 +10,7 @@
 #include "common/handshake.h"
 #include "common/log.h"
 #include "group/group_handle.h"
+#include "group/grow.h"
 #include "group/make_group.h"
 #include "jaccl/jaccl.h"
 
@@ -90,6 +91,9 @@ std::shared_ptr<Group> init(const Config& cfg, bool strict) {
     }
     JACCL_LOG(Info, "init: not starting, invalid configuration: " << why);
     return nullptr;
+  }
+  if (cfg.get_join() >= 1) {
+    return detail::join_group(cfg);  // a newcomer to a grow
   }
   auto sc = detail::make_side_channel(cfg);
   detail::GroupControl control;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "jaccl/reduce_op.h"
+#include "jaccl/side_channel.h"
 #include "jaccl/types.h"
 
 namespace jaccl {
@@ -133,6 +134,23 @@ class Group {
   // failed (one stopped too long, say). Works on a failed, revoked or
   // healthy group; the new group is independent of this one.
   virtual std::shared_ptr<Group> shrink(std::span<const int> exclude = {});
+  // Collective over every member (all alive: shrink() first), as
+  // ncclCommGrow: a new group of new_size ranks in which the members keep
+  // their ranks and the newcomers -- processes that call init() with
+  // Config::set_join(generation() + 1), JACCL_JOIN -- take ranks size() ..
+  // new_size - 1. They meet through `factory` (called with (rank,
+  // new_size) on every member and newcomer) or, when it is empty, the grow
+  // channel (Config::set_grow_channel, JACCL_GROW_CHANNEL: kv:// from
+  // jaccl-run --elastic, file://, redis://), never through a rank, so
+  // growing works whichever ranks died. A newcomer of another generation
+  // or size is a ConfigError naming it; a newcomer that never comes, a
+  // Timeout after the set-up timeout. The new group is independent of
+  // this one; its errors name its own ranks.
+  virtual std::shared_ptr<Group> grow(int new_size,
+                                      AllGatherFactory factory = {});
+  // 0 for a group from init(); a grown group is its parent's + 1 (shrink
+  // and split keep it). A newcomer joins generation() + 1.
+  virtual int generation();
 };
 
 }  // namespace jaccl

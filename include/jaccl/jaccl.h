@@ -80,6 +80,19 @@ class Config {
   // default), "cached", "stream-stage", "stream" or "direct".
   Config& set_shm_strategy(std::string strategy);
 
+  // ---- jaccl's setters: elastic groups (docs/failures.md) ----------------
+  // Start as a newcomer to the grow that makes generation `generation`
+  // (>= 1: the members' group's Group::generation() + 1): init() meets the
+  // members' Group::grow through the grow channel (or the all-gather
+  // factory / function, which then needs rank and size) and returns the
+  // grown group. Rank and size may be left unset with a grow channel: the
+  // newcomer takes the next free rank the members announce.
+  Config& set_join(int generation);
+  // Where grows meet (Group::grow, set_join): kv://host:port (the store
+  // jaccl-run --elastic hosts), file:///shared/dir or redis://host[:port].
+  // Unset, grows use the side channel when it is file:// or redis://.
+  Config& set_grow_channel(std::string uri);
+
   // ---- validity ----------------------------------------------------------
   bool is_valid_mesh() const;
   bool is_valid_ring() const;
@@ -122,6 +135,8 @@ class Config {
   const std::string& get_job() const { return job_; }
   size_t get_shm_budget() const { return shm_budget_; }  // MiB
   const std::string& get_shm_strategy() const { return shm_strategy_; }
+  int get_join() const { return join_; }  // -1: not joining
+  const std::string& get_grow_channel() const { return grow_channel_; }
 
   // Reads the environment table (docs/environment.md). Never throws: malformed
   // values are recorded and reported by invalid_reason(), naming the variable.
@@ -154,6 +169,8 @@ class Config {
   std::string job_;
   size_t shm_budget_ = 64;
   std::string shm_strategy_ = "auto";
+  int join_ = -1;
+  std::string grow_channel_;
   std::vector<std::string> problems_;
   std::vector<std::string> shm_problems_;  // shm_invalid_reason()
 };

@@ -24,6 +24,8 @@ enum class EnvVar {
   SideChannel,
   Job,
   HeartbeatTimeout,
+  Join,
+  GrowChannel,
   ShmBudget,
   ShmStrategy,
   OfiProvider,

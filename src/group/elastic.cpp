@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "group/group_handle.h"
+#include "group/grow.h"
 #include "group/shrink.h"
 #include "transport/failure.h"
 #include "transport/liveness.h"
@@ -37,6 +38,12 @@ std::vector<int> Group::agree_failed() {
 }
 std::shared_ptr<Group> Group::shrink(std::span<const int>) {
   unsupported(*this, "shrink");
+}
+std::shared_ptr<Group> Group::grow(int, AllGatherFactory) {
+  unsupported(*this, "grow");
+}
+int Group::generation() {
+  return 0;
 }
 
 namespace detail {
@@ -78,6 +85,11 @@ std::vector<int> GroupHandle::agree_failed() {
 std::shared_ptr<Group> GroupHandle::shrink(std::span<const int> exclude) {
   // Not guarded: shrink_group's errors already name job ranks.
   return shrink_group(*this, exclude);
+}
+
+std::shared_ptr<Group> GroupHandle::grow(int new_size,
+                                         AllGatherFactory factory) {
+  return grow_group(*this, new_size, std::move(factory));
 }
 
 }  // namespace detail

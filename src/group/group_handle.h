@@ -51,6 +51,9 @@ class GroupHandle final : public Group {
   std::vector<int> failed_ranks() override;
   std::vector<int> agree_failed() override;
   std::shared_ptr<Group> shrink(std::span<const int> exclude) override;
+  std::shared_ptr<Group> grow(int new_size, AllGatherFactory factory) override;
+  int generation() override { return generation_; }
+  void set_generation(int g) { generation_ = g; }
 
   const Config& config() const { return cfg_; }
   // Job rank of member i.
@@ -67,6 +70,7 @@ class GroupHandle final : public Group {
   Config cfg_;
   std::vector<int> names_;
   GroupControl control_;
+  int generation_ = 0;
 };
 
 }  // namespace jaccl::detail

@@ -40,9 +40,11 @@ std::shared_ptr<Group> shrink_alone(GroupHandle& parent) {
       "a group of one", cfg.get_timeout(), false);
   GroupControl control;
   auto inner = make_group(cfg, sc, &control);
-  return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
-                                       std::vector<int>{parent.job_rank(0)},
-                                       std::move(control));
+  auto h = std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
+                                         std::vector<int>{parent.job_rank(0)},
+                                         std::move(control));
+  h->set_generation(parent.generation());
+  return h;
 }
 
 }  // namespace
@@ -208,9 +210,11 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
                               << new_rank << " of " << members.size()
                               << " (job ranks " << rank_list(names) << ") on "
                               << inner->backend_name());
-      return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
-                                           std::move(names),
-                                           std::move(control));
+      auto h =
+          std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
+                                        std::move(names), std::move(control));
+      h->set_generation(parent.generation());
+      return h;
     }
     inner.reset();
     control = {};

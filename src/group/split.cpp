@@ -126,8 +126,10 @@ std::shared_ptr<Group> split_group(GroupHandle& parent, int color, int key) {
                             << members.size() << " (job ranks "
                             << rank_list(names) << ") on "
                             << inner->backend_name());
-    return std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
-                                         std::move(names), std::move(control));
+    auto h = std::make_shared<GroupHandle>(
+        std::move(inner), std::move(cfg), std::move(names), std::move(control));
+    h->set_generation(parent.generation());
+    return h;
   } catch (const ParentError& e) {
     throw_renamed(e, {});  // no names: rethrown of its own class, as it is
   } catch (const Error& e) {

@@ -571,13 +571,26 @@ std::map<std::string, std::string> clean_rank_env(int rank, int size) {
                                           {"JACCL_SIZE", std::to_string(size)},
                                           {"JACCL_TIMEOUT", "30"},
                                           {"JACCL_OP_TIMEOUT", "600"}};
-  for (const char* k :
-       {"JACCL_COORDINATOR", "JACCL_SIDE_CHANNEL", "JACCL_TRANSPORT",
-        "JACCL_RING", "JACCL_WIRES", "JACCL_TOKEN", "JACCL_JOB", "JACCL_LISTEN",
-        "JACCL_IFNAME", "JACCL_HEARTBEAT_TIMEOUT", "JACCL_SHM_BUDGET",
-        "JACCL_SHM_STRATEGY", "JACCL_LOG", "JACCL_OFI_PROVIDER",
-        "JACCL_OFI_FORCE_REGISTER", "TEST_SIDE_DIR", "TEST_HOLD_FILE",
-        "TEST_RELEASE_FILE"}) {
+  for (const char* k : {"JACCL_COORDINATOR",
+                        "JACCL_SIDE_CHANNEL",
+                        "JACCL_TRANSPORT",
+                        "JACCL_RING",
+                        "JACCL_WIRES",
+                        "JACCL_TOKEN",
+                        "JACCL_JOB",
+                        "JACCL_LISTEN",
+                        "JACCL_IFNAME",
+                        "JACCL_HEARTBEAT_TIMEOUT",
+                        "JACCL_SHM_BUDGET",
+                        "JACCL_SHM_STRATEGY",
+                        "JACCL_LOG",
+                        "JACCL_OFI_PROVIDER",
+                        "JACCL_OFI_FORCE_REGISTER",
+                        "JACCL_JOIN",
+                        "JACCL_GROW_CHANNEL",
+                        "TEST_SIDE_DIR",
+                        "TEST_HOLD_FILE",
+                        "TEST_RELEASE_FILE"}) {
     e[k] = kUnsetEnv;
   }
   return e;

@@ -30,6 +30,21 @@
 //   revoke   rank 1 revokes while rank 0 waits in a recv from rank 2 and
 //            rank 2 sleeps (idle); each prints "REVOKED <kind> | <what>"
 //            (rank 2 on its next call), then all shrink ("VERIFIED").
+//   grow     like kill (ELASTIC_VICTIMS die in a loop on ELASTIC_OP); the
+//            survivors revoke, shrink ("SHRUNK <size>"), then grow back to
+//            ELASTIC_GROW_TO (default: the job's size) and check every op
+//            on the grown group ("GROWN <size> <backend> gen=<g>
+//            rank=<r>"). A process started with JACCL_JOIN is a newcomer
+//            (any mode): init() joins the grow, it checks every op and
+//            prints the same GROWN line.
+//   soak     under jaccl-run --elastic --restart: ELASTIC_CYCLES times, all
+//            ranks check an all_sum, then the group's rank size-1 (even
+//            generations) or size-2 (odd) SIGKILLs itself; the others
+//            shrink and grow back, and jaccl-run's replacement joins. Ranks
+//            0 and 1 are never killed: they print "SOAK <fds first> <fds
+//            last> <rss KiB first> <rss KiB last>" at the end (sampled from
+//            generation 5 on), and fail if fds grew or RSS grew by more
+//            than ELASTIC_RSS_SLACK_KIB (default 16384).
 // Exit 0: every check passed; 1: a check failed ("FAIL <what>"); 3: an
 // unexpected jaccl error ("UNEXPECTED <kind> | <what>").
 #include <signal.h>
@@ -483,6 +498,105 @@ int mode_revoke(GroupPtr g, int job) {
   return 0;
 }
 
+// Every op on a grown group, whose ranks are its own.
+int after_grow(GroupPtr g) {
+  const auto members = verify(*g, g->rank(), "grown");
+  say("GROWN " + std::to_string(g->size()) + " " + g->backend_name() +
+      " gen=" + std::to_string(g->generation()) +
+      " rank=" + std::to_string(g->rank()) + " members=" + list(members));
+  return 0;
+}
+
+int mode_grow(GroupPtr g, int job) {
+  const int n = g->size();
+  const auto victims = env_list("ELASTIC_VICTIMS");
+  const std::string err =
+      loop_until_error(*g, job, env_str("ELASTIC_OP", "all_sum"), victims);
+  say("ERROR " + err);
+  g->revoke();
+  GroupPtr s = g->shrink();
+  g.reset();
+  verify(*s, job, "shrunk");
+  say("SHRUNK " + std::to_string(s->size()));
+  GroupPtr grown = s->grow(env_int("ELASTIC_GROW_TO", n));
+  s.reset();
+  return after_grow(std::move(grown));
+}
+
+int open_fds() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+long rss_kib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      return std::atol(line.c_str() + 6);
+    }
+  }
+  return -1;
+}
+
+// One soak rank, from init (job = its first rank) or from a join.
+int mode_soak(GroupPtr g, bool original) {
+  const int cycles = env_int("ELASTIC_CYCLES", 50);
+  const int n = g->size();
+  const bool long_lived = original && g->rank() < 2;
+  int fds0 = -1, fds1 = -1;
+  long rss0 = -1, rss1 = -1;
+  while (g->generation() < cycles) {
+    const int gen = g->generation();
+    if (long_lived && gen >= 5) {
+      fds1 = open_fds();
+      rss1 = rss_kib();
+      if (fds0 < 0) {
+        fds0 = fds1;
+        rss0 = rss1;
+      }
+    }
+    const int victim = gen % 2 == 0 ? n - 1 : n - 2;
+    int32_t x = g->rank() + 1, sum = 0;
+    try {
+      g->all_sum(&x, &sum, sizeof(x), jaccl::Int32);
+      check(sum == n * (n + 1) / 2, "soak all_sum at generation " +
+                                        std::to_string(gen) + ": " +
+                                        std::to_string(sum));
+      if (g->rank() == victim) {
+        die_now();
+      }
+      const auto until = std::chrono::steady_clock::now() + 30s;
+      while (std::chrono::steady_clock::now() < until) {
+        g->all_sum(&x, &sum, sizeof(x), jaccl::Int32);
+      }
+      say("FAIL no error within 30 s at generation " + std::to_string(gen));
+      return 1;
+    } catch (const jaccl::Error&) {
+    }
+    g->revoke();
+    GroupPtr s = g->shrink();
+    g.reset();
+    g = s->grow(n);
+  }
+  const auto members = verify(*g, g->rank(), "soak end");
+  say("SOAK_END gen=" + std::to_string(g->generation()) +
+      " members=" + list(members));
+  if (long_lived) {
+    say("SOAK " + std::to_string(fds0) + " " + std::to_string(fds1) + " " +
+        std::to_string(rss0) + " " + std::to_string(rss1));
+    check(fds1 <= fds0, "fds grew from " + std::to_string(fds0) + " to " +
+                            std::to_string(fds1));
+    check(rss1 - rss0 <= env_int("ELASTIC_RSS_SLACK_KIB", 16384),
+          "RSS grew from " + std::to_string(rss0) + " to " +
+              std::to_string(rss1) + " KiB");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -490,6 +604,15 @@ int main(int argc, char** argv) {
   try {
     GroupPtr g = jaccl::init(true);
     const int job = g->rank();
+    const bool newcomer = !env_str("JACCL_JOIN").empty();
+    if (mode == "soak") {
+      const int rc = mode_soak(std::move(g), !newcomer);
+      return g_failures > 0 ? 1 : rc;
+    }
+    if (newcomer) {
+      const int rc = after_grow(std::move(g));
+      return g_failures > 0 ? 1 : rc;
+    }
     say("READY " + std::string(g->backend_name()));
     int rc = 0;
     if (mode == "kill") {
@@ -502,6 +625,8 @@ int main(int argc, char** argv) {
       rc = mode_abort(g, job);
     } else if (mode == "revoke") {
       rc = mode_revoke(g, job);
+    } else if (mode == "grow") {
+      rc = mode_grow(std::move(g), job);
     } else {
       say("FAIL unknown mode " + mode);
       return 1;

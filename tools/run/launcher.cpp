@@ -10,6 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bootstrap/kv_store.h"
+#include "jaccl/error.h"
+#include "run/elastic.h"
 #include "run/limits.h"
 #include "run/remote.h"
 #include "run/summary.h"
@@ -39,6 +42,64 @@ const char* signal_line(int sig) {
 }
 
 }  // namespace
+
+Launcher::Launcher(const Options& opt, JobPlan plan)
+    : opt_(opt), plan_(std::move(plan)) {}
+
+Launcher::~Launcher() = default;
+
+void Launcher::host_grow_channel() {
+  for (const RankPlan& rp : plan_.ranks) {
+    if (rp.remote) {
+      // The store listens on loopback: remote ranks set their own
+      // JACCL_GROW_CHANNEL (file://, redis://).
+      return;
+    }
+  }
+  if (plan_.ranks.empty()) {
+    return;
+  }
+  try {
+    kv_ = std::make_unique<jaccl::detail::KvServer>(
+        "127.0.0.1:0", env_value(plan_.ranks[0].spec.env, "JACCL_TOKEN"));
+  } catch (const jaccl::Error& e) {
+    note(std::string("--elastic: cannot host the grow channel: ") + e.what());
+    return;
+  }
+  for (RankPlan& rp : plan_.ranks) {
+    add_grow_channel(rp.spec.env, "kv://" + kv_->address());
+  }
+  if (opt_.verbose) {
+    note("--elastic: grows meet at kv://" + kv_->address());
+  }
+}
+
+bool Launcher::restart(int rank, const std::string& why) {
+  if (restarts_ >= opt_.elastic.restart) {
+    return false;
+  }
+  const RankPlan& rp = plan_.ranks[static_cast<size_t>(rank)];
+  if (rp.remote) {
+    note(why + "; --restart: ranks on other hosts are not restarted");
+    return false;
+  }
+  ++restarts_;
+  SpawnSpec spec = rp.spec;
+  spec.env = replacement_env(spec.env, restarts_);
+  Rank r = spawn(rank, spec);
+  r.host = rp.host;
+  if (!r.running) {
+    note(why + "; --restart: could not start its replacement");
+    return false;
+  }
+  rank_of_pid_[r.pid] = rank;
+  ranks_[static_cast<size_t>(rank)] = std::move(r);
+  note(why + "; --restart: replacement " + std::to_string(restarts_) + " of " +
+       std::to_string(opt_.elastic.restart) + " (pid " +
+       std::to_string(ranks_[static_cast<size_t>(rank)].pid) +
+       ") joins grow generation " + std::to_string(restarts_));
+  return true;
+}
 
 int Launcher::running() const {
   return static_cast<int>(std::count_if(
@@ -103,6 +164,9 @@ void Launcher::rank_failed(int rank, int status, const std::string& why) {
   if (!opt_.elastic.enabled) {
     fail(rank, status, why);
     return;
+  }
+  if (!stopping_ && restart(rank, why)) {
+    return;  // the replacement stands in: not the job's failure
   }
   if (failed_rank_ < 0) {
     failed_rank_ = rank;  // its status is the job's
@@ -291,6 +355,9 @@ int Launcher::run() {
   for (const RankPlan& rp : plan_.ranks) {
     want_fds += (rp.spec.capture ? 2 : 0) + (rp.spec.ctl ? 1 : 0);
   }
+  if (opt_.elastic.enabled) {
+    host_grow_channel();
+  }
   const std::string fds = ensure_fd_room(want_fds);
   if (!fds.empty()) {
     note("cannot start " + std::to_string(plan_.ranks.size()) +
@@ -409,7 +476,10 @@ int Launcher::run() {
     check_deadlines();
   }
   if (opt_.elastic.enabled) {
-    note("elastic job ended: " + elastic_summary(ranks_));
+    note("elastic job ended: " + elastic_summary(ranks_) +
+         (restarts_ > 0 ? "; " + std::to_string(restarts_) +
+                              " replacement(s) started (--restart)"
+                        : ""));
   }
   out_sink().flush_all(signal_fd);
   err_sink().flush_all(signal_fd);  // (the same queue under 2>&1)

@@ -8,6 +8,10 @@
 //
 // With --elastic a rank that fails is noted, not followed by the others'
 // stop; the job ends when the last rank exits (summary.h's closing line).
+// jaccl-run then also hosts the kv:// store where the survivors' grows meet
+// (bootstrap/kv_store.h, its own thread), and with --restart N starts a
+// replacement in the slot of a local rank that died (run/elastic.h); a
+// replaced death is not the job's failure.
 //
 // Local ranks get signals directly. A remote rank is an ssh client whose
 // stdin carries the token and then signal names, one per line, which the
@@ -16,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -24,12 +29,16 @@
 #include "run/plan.h"
 #include "run/spawn.h"
 
+namespace jaccl::detail {
+class KvServer;
+}
+
 namespace jaccl::run {
 
 class Launcher {
  public:
-  Launcher(const Options& opt, JobPlan plan)
-      : opt_(opt), plan_(std::move(plan)) {}
+  Launcher(const Options& opt, JobPlan plan);
+  ~Launcher();
 
   int run();
 
@@ -44,6 +53,12 @@ class Launcher {
   void fail(int rank, int status, const std::string& why);
   // A rank failed or died: stops the job, or under --elastic only notes it.
   void rank_failed(int rank, int status, const std::string& why);
+  // --elastic: hosts the grow channel and names it in every local rank's
+  // environment.
+  void host_grow_channel();
+  // --restart: starts a replacement for `rank`, which died; false when
+  // none is left or the rank is remote.
+  bool restart(int rank, const std::string& why);
   void kill_all(int sig);
   void signal_rank(Rank& r, int sig);
   void check_deadlines();
@@ -62,6 +77,8 @@ class Launcher {
   int failed_status_ = 0;
   int signal_ = 0;  // signal that stopped the job
   bool timed_out_ = false;
+  std::unique_ptr<jaccl::detail::KvServer> kv_;
+  int restarts_ = 0;
 };
 
 }  // namespace jaccl::run

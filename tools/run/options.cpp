@@ -96,15 +96,26 @@ std::optional<int> parse(int argc, char** argv, Options& opt) {
       ->check(CLI::IsMember({"auto", "cpus", "none"}))
       ->capture_default_str();
   app.add_flag("-v,--verbose", opt.verbose, "report rank pids and exits");
-  // Elastic jobs: what a rank's death does to the others (--restart N,
-  // once the library can grow a group, goes here and needs --elastic).
+  // Elastic jobs: what a rank's death does to the others.
   auto* elastic = app.add_option_group(
       "Elastic jobs", "when a rank dies (default: the others are stopped)");
-  elastic->add_flag(
+  auto* elastic_flag = elastic->add_flag(
       "--elastic", opt.elastic.enabled,
       "a rank that fails or dies does not stop the others (they can shrink "
       "their group and carry on); the job ends when every rank has exited, "
-      "with a line naming which finished and how each other ended");
+      "with a line naming which finished and how each other ended. Every "
+      "rank gets JACCL_GROW_CHANNEL, a store jaccl-run hosts where the "
+      "survivors' grows meet");
+  elastic
+      ->add_option(
+          "--restart", opt.elastic.restart,
+          "start a replacement for a rank started here that dies, up to N "
+          "in all: the rank's command, with JACCL_JOIN=<k> for the k-th "
+          "replacement and no JACCL_RANK/JACCL_SIZE, so init() joins the "
+          "survivors' next grow (docs/launching.md)")
+      ->type_name("N")
+      ->check(at_least(0))
+      ->needs(elastic_flag);
   app.add_flag("--dry-run", opt.dry_run,
                "print the command each rank would run, and run nothing");
   auto* hosts = app.add_option("--hosts", opt.hosts,

@@ -10,10 +10,11 @@ namespace jaccl::run {
 
 // What to do when a rank dies. Off (the default): stop the others. On: let
 // them carry on (a group that shrinks past the dead rank) and end the job
-// when every rank has exited. A later --restart N (start a replacement
-// that joins through the library's grow) belongs here too.
+// when every rank has exited. restart: how many replacements (in all) to
+// start for ranks that died, each joining the survivors' next grow.
 struct ElasticOptions {
   bool enabled = false;
+  int restart = 0;
 };
 
 struct Options {
