@@ -5,9 +5,11 @@
 // jaccl error reaches Python as the class of its kind, as in the jaccl
 // module: jaccl_torch.Error (a RuntimeError) and its subclasses.
 #include <pybind11/chrono.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
+#include <vector>
 
 #include "error_classes.h"
 #include "jaccl/error.h"
@@ -26,7 +28,8 @@ void register_exceptions(py::module_& m) {
       m, "jaccl_torch",
       "Base of every jaccl error a jaccl process group raises (a "
       "RuntimeError). Subclasses name the kind: ConfigError, TimeoutError, "
-      "PeerLostError, ProtocolError, IoError, UsageError.");
+      "PeerLostError, ProtocolError, IoError, UsageError, AbortedError, "
+      "RevokedError, ExcludedError.");
   // Wherever a jaccl::Error crosses into Python: this module's functions
   // and torch's Work.wait(), which rethrows what the worker stored
   // (pybind11 tries the translators registered last first).
@@ -50,11 +53,82 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
       store, rank, world_size, timeout);
 }
 
-std::string data_plane(const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+using PG = c10::intrusive_ptr<c10d::ProcessGroup>;
+
+jaccl_torch::ProcessGroupJaccl& jaccl_of(const PG& pg, const char* call) {
   auto* j = dynamic_cast<jaccl_torch::ProcessGroupJaccl*>(pg.get());
-  TORCH_CHECK(j != nullptr, "jaccl_torch.data_plane: process group backend '",
+  TORCH_CHECK(j != nullptr, "jaccl_torch.", call, ": process group backend '",
               pg->getBackendName(), "' is not jaccl");
-  return j->data_plane();
+  return *j;
+}
+
+std::string data_plane(const PG& pg) {
+  return jaccl_of(pg, "data_plane").data_plane();
+}
+
+// The elastic calls (docs/failures.md): each may wait on peers or on the
+// group's worker, so the GIL is released.
+void bind_elastic(py::module_& m) {
+  m.def(
+      "abort",
+      [](const PG& pg) {
+        auto& j = jaccl_of(pg, "abort");
+        py::gil_scoped_release no_gil;
+        j.abort();
+      },
+      py::arg("group"),
+      "Any thread, any time: every op of this jaccl process group in flight "
+      "ends promptly with AbortedError, and so does every later one; the "
+      "peers see this rank as failed.");
+  m.def(
+      "revoke",
+      [](const PG& pg) {
+        auto& j = jaccl_of(pg, "revoke");
+        py::gil_scoped_release no_gil;
+        j.revoke();
+      },
+      py::arg("group"),
+      "Not collective: every member's pending and later ops on this group "
+      "fail with RevokedError naming this rank, also members that are idle.");
+  m.def(
+      "failed_ranks",
+      [](const PG& pg) {
+        auto& j = jaccl_of(pg, "failed_ranks");
+        py::gil_scoped_release no_gil;
+        return j.failed_ranks();
+      },
+      py::arg("group"),
+      "The ranks of this group this rank knows to have failed, ascending.");
+  m.def(
+      "agree_failed",
+      [](const PG& pg) {
+        auto& j = jaccl_of(pg, "agree_failed");
+        py::gil_scoped_release no_gil;
+        return j.agree_failed();
+      },
+      py::arg("group"),
+      "Collective over the live members: the same failed ranks everywhere.");
+  m.def(
+      "shrink",
+      [](const PG& pg, const std::vector<int>& exclude) -> py::object {
+        auto& j = jaccl_of(pg, "shrink");
+        PG child;
+        {
+          py::gil_scoped_release no_gil;
+          child = j.shrink(exclude);
+        }
+        if (!child)
+          return py::none();
+        return py::cast(child);
+      },
+      py::arg("group"), py::arg("exclude") = std::vector<int>{},
+      R"(Collective over the live members (ranks in exclude need not call it;
+every caller passes the same list): a new jaccl ProcessGroup of the live ranks
+not in exclude, numbered in the old group's order (so new rank = position in
+the survivors), set up without the store (which may have died with rank 0).
+Use it with DDP(process_group=) and as group= of torch.distributed's calls.
+None on a rank in exclude; ExcludedError on a rank the others declared
+failed.)");
 }
 
 }  // namespace
@@ -70,6 +144,7 @@ PYBIND11_MODULE(jaccl_torch, m) {
         "The creator torch calls for backend 'jaccl'.");
   m.def("data_plane", &data_plane, py::arg("group"),
         "The jaccl data plane of a jaccl process group (e.g. 'shm', 'tcp').");
+  bind_elastic(m);
   m.def(
       "_shutdown",
       [] {
