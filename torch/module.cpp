@@ -5,6 +5,7 @@
 // jaccl error reaches Python as the class of its kind, as in the jaccl
 // module: jaccl_torch.Error (a RuntimeError) and its subclasses.
 #include <pybind11/chrono.h>
+#include <pybind11/eval.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -66,9 +67,37 @@ std::string data_plane(const PG& pg) {
   return jaccl_of(pg, "data_plane").data_plane();
 }
 
+// Enters a group made by shrink in torch.distributed's tables, as new_group
+// does, so that get_rank(group=), get_backend and destroy_process_group know
+// it: its members' ranks in the default group come from an all_gather over
+// it. Skipped when there is no default group or the tables are not where
+// torch 1.13 (module globals) or 2.x (_world) keeps them.
+constexpr const char* kRegisterGroup = R"(
+def _register_group(pg):
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+    if not dist.is_initialized():
+        return
+    me = torch.tensor([dist.get_rank()], dtype=torch.int64)
+    ranks = [torch.zeros_like(me) for _ in range(pg.size())]
+    dist.all_gather(ranks, me, group=pg)
+    t = getattr(c10d, "_world", None)
+    pg_map = getattr(t, "pg_map", getattr(c10d, "_pg_map", None))
+    names = getattr(t, "pg_names", getattr(c10d, "_pg_names", None))
+    group_ranks = getattr(t, "pg_group_ranks",
+                          getattr(c10d, "_pg_group_ranks", None))
+    if pg_map is None or names is None or group_ranks is None:
+        return
+    pg_map[pg] = ("jaccl", None)
+    names[pg] = "jaccl_shrink_" + str(id(pg))
+    group_ranks[pg] = {int(r): i for i, r in enumerate(ranks)}
+)";
+
 // The elastic calls (docs/failures.md): each may wait on peers or on the
 // group's worker, so the GIL is released.
 void bind_elastic(py::module_& m) {
+  py::exec(kRegisterGroup, m.attr("__dict__"));
   m.def(
       "abort",
       [](const PG& pg) {
@@ -119,7 +148,9 @@ void bind_elastic(py::module_& m) {
         }
         if (!child)
           return py::none();
-        return py::cast(child);
+        py::object out = py::cast(child);
+        py::module_::import("jaccl_torch").attr("_register_group")(out);
+        return out;
       },
       py::arg("group"), py::arg("exclude") = std::vector<int>{},
       R"(Collective over the live members (ranks in exclude need not call it;

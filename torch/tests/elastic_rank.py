@@ -74,6 +74,8 @@ def kinds():
     assert agreed == [], (agreed, jaccl_torch.failed_ranks(pg))
     pg = jaccl_torch.shrink(pg)  # nobody failed: the same three
     assert pg.size() == 3 and pg.rank() == RANK
+    # Known to torch.distributed as a new_group is.
+    assert dist.get_rank(group=pg) == RANK and dist.get_backend(pg) == "jaccl"
     assert all_reduce(pg, RANK + 1) == 6
     log("SHRUNK HEALTHY")
 
@@ -96,6 +98,7 @@ def kinds():
     failed = jaccl_torch.agree_failed(pg)
     new = jaccl_torch.shrink(pg)
     assert new.size() == 2 and new.rank() == RANK, (new.size(), new.rank())
+    assert dist.get_rank(group=new) == RANK
     assert all_reduce(new, RANK + 1) == 3
     log("VERIFIED", failed)
 
