@@ -60,6 +60,8 @@ def main():
     # The weights after `step` steps, for the last two steps: after a
     # failure the survivors restart from the earliest step one of them did
     # not finish, and a rank may have finished one step more than another.
+    # (Plain SGD keeps no state; with momentum or Adam, save
+    # opt.state_dict() beside the weights.)
     saved = {0: {k: v.clone() for k, v in model.state_dict().items()}}
 
     step = 0
@@ -109,9 +111,9 @@ def main():
                 print(f"step {step}: lost rank(s) {failed}, carrying on with "
                       f"{pg.size()}", flush=True)
     print(f"rank {rank}: done", flush=True)
-    del net
+    del net  # DDP sits in reference cycles that hold its group
     gc.collect()
-    os._exit(0)  # the default group lost a member: no orderly teardown
+    dist.destroy_process_group()  # every group, the failed world too
 
 
 if __name__ == "__main__":
