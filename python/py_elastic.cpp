@@ -24,6 +24,20 @@ py::object shrink(const std::shared_ptr<GroupHandle>& self,
   return py::cast(adopt(std::move(child)));
 }
 
+// failed_ranks (kNow: without the group's lock) or agree_failed.
+template <bool kNow>
+std::vector<int> ranks_of(GroupHandle& self,
+                          std::vector<int> (Group::*call)()) {
+  std::vector<int> out;
+  auto fn = [&](Group& g) { out = (g.*call)(); };
+  if constexpr (kNow) {
+    self.run_now(fn);
+  } else {
+    self.run(fn);
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_elastic(
@@ -44,18 +58,14 @@ peers), also members that are idle. The group can still be shrunk.)")
       .def(
           "failed_ranks",
           [](GroupHandle& self) {
-            std::vector<int> out;
-            self.run_now([&](Group& g) { out = g.failed_ranks(); });
-            return out;
+            return ranks_of<true>(self, &Group::failed_ranks);
           },
           "The ranks (of this group) this rank knows to have failed, "
           "ascending; no communication.")
       .def(
           "agree_failed",
           [](GroupHandle& self) {
-            std::vector<int> out;
-            self.run([&](Group& g) { out = g.agree_failed(); });
-            return out;
+            return ranks_of<false>(self, &Group::agree_failed);
           },
           R"(Collective over the live members: every one returns the same
 failed ranks, ascending; a rank that fails meanwhile is in it everywhere.)")

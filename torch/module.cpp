@@ -94,49 +94,39 @@ def _register_group(pg):
     group_ranks[pg] = {int(r): i for i, r in enumerate(ranks)}
 )";
 
-// The elastic calls (docs/failures.md): each may wait on peers or on the
-// group's worker, so the GIL is released.
+// jaccl_torch.<name>(group): call on the group's ProcessGroupJaccl, with
+// the GIL released (it may wait on peers or on the group's worker).
+template <class R>
+void def_call(py::module_& m, const char* name,
+              R (jaccl_torch::ProcessGroupJaccl::*call)(), const char* doc) {
+  m.def(
+      name,
+      [name, call](const PG& pg) {
+        auto& j = jaccl_of(pg, name);
+        py::gil_scoped_release no_gil;
+        return (j.*call)();
+      },
+      py::arg("group"), doc);
+}
+
+// The elastic calls (docs/failures.md).
 void bind_elastic(py::module_& m) {
+  using J = jaccl_torch::ProcessGroupJaccl;
   py::exec(kRegisterGroup, m.attr("__dict__"));
-  m.def(
-      "abort",
-      [](const PG& pg) {
-        auto& j = jaccl_of(pg, "abort");
-        py::gil_scoped_release no_gil;
-        j.abort();
-      },
-      py::arg("group"),
-      "Any thread, any time: every op of this jaccl process group in flight "
-      "ends promptly with AbortedError, and so does every later one; the "
-      "peers see this rank as failed.");
-  m.def(
-      "revoke",
-      [](const PG& pg) {
-        auto& j = jaccl_of(pg, "revoke");
-        py::gil_scoped_release no_gil;
-        j.revoke();
-      },
-      py::arg("group"),
-      "Not collective: every member's pending and later ops on this group "
-      "fail with RevokedError naming this rank, also members that are idle.");
-  m.def(
-      "failed_ranks",
-      [](const PG& pg) {
-        auto& j = jaccl_of(pg, "failed_ranks");
-        py::gil_scoped_release no_gil;
-        return j.failed_ranks();
-      },
-      py::arg("group"),
-      "The ranks of this group this rank knows to have failed, ascending.");
-  m.def(
-      "agree_failed",
-      [](const PG& pg) {
-        auto& j = jaccl_of(pg, "agree_failed");
-        py::gil_scoped_release no_gil;
-        return j.agree_failed();
-      },
-      py::arg("group"),
-      "Collective over the live members: the same failed ranks everywhere.");
+  def_call(m, "abort", &J::abort,
+           "Any thread, any time: every op of this jaccl process group in "
+           "flight ends promptly with AbortedError, and so does every later "
+           "one; the peers see this rank as failed.");
+  def_call(m, "revoke", &J::revoke,
+           "Not collective: every member's pending and later ops on this "
+           "group fail with RevokedError naming this rank, also members that "
+           "are idle.");
+  def_call(m, "failed_ranks", &J::failed_ranks,
+           "The ranks of this group this rank knows to have failed, "
+           "ascending.");
+  def_call(m, "agree_failed", &J::agree_failed,
+           "Collective over the live members: the same failed ranks "
+           "everywhere.");
   m.def(
       "shrink",
       [](const PG& pg, const std::vector<int>& exclude) -> py::object {
