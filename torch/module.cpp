@@ -3,7 +3,9 @@
 // backend "jaccl", so init_process_group("jaccl") / new_group(backend="jaccl")
 // create a ProcessGroupJaccl over the store torch made for the group. A
 // jaccl error reaches Python as the class of its kind, as in the jaccl
-// module: jaccl_torch.Error (a RuntimeError) and its subclasses.
+// module: jaccl_torch.Error (a RuntimeError) and its subclasses. abort,
+// revoke, failed_ranks, agree_failed and shrink(group) carry a job on after
+// a rank dies (docs/failures.md, "The recipe in PyTorch").
 #include <pybind11/chrono.h>
 #include <pybind11/eval.h>
 #include <pybind11/stl.h>
