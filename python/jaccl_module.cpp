@@ -24,7 +24,7 @@ void register_exceptions(py::module_& m) {
       m, "jaccl",
       "Base of every error jaccl raises (a RuntimeError). Subclasses name "
       "the kind: ConfigError, TimeoutError, PeerLostError, ProtocolError, "
-      "IoError, UsageError.");
+      "IoError, UsageError, AbortedError, RevokedError, ExcludedError.");
 }
 
 }  // namespace
@@ -50,7 +50,8 @@ std::vector<std::weak_ptr<GroupHandle>> g_handles;  // for close at exit
 std::shared_ptr<GroupHandle> g_world;               // guarded by the GIL
 bool g_init_running = false;                        // guarded by the GIL
 
-// A handle for a new C++ group, registered for close at exit.
+}  // namespace
+
 std::shared_ptr<GroupHandle> adopt(std::shared_ptr<Group> group) {
   auto handle = std::make_shared<GroupHandle>(std::move(group));
   std::lock_guard<std::mutex> lock(g_handles_mu);
@@ -58,8 +59,6 @@ std::shared_ptr<GroupHandle> adopt(std::shared_ptr<Group> group) {
   g_handles.push_back(handle);
   return handle;
 }
-
-}  // namespace
 
 GroupHandle::GroupHandle(std::shared_ptr<Group> g)
     : group_(std::move(g)),
@@ -83,9 +82,20 @@ void GroupHandle::close(std::chrono::milliseconds wait) {
   }
   closed_ = true;
   std::shared_ptr<Group> g;
-  g.swap(group_);
+  {
+    std::lock_guard<std::mutex> ptr_lock(ptr_mu_);
+    g.swap(group_);
+  }
   lock.unlock();
   g.reset();
+}
+
+std::shared_ptr<Group> GroupHandle::current() {
+  std::lock_guard<std::mutex> lock(ptr_mu_);
+  if (!group_) {
+    throw UsageError("[jaccl] this group was closed at interpreter exit");
+  }
+  return group_;
 }
 
 std::shared_ptr<GroupHandle> world_group() {
@@ -313,9 +323,9 @@ Ctrl-C during init raises KeyboardInterrupt at once.)";
     }
   });
 
-  py::class_<jp::GroupHandle, std::shared_ptr<jp::GroupHandle>>(
-      m, "Group", "A communication group (returned by jaccl.init).")
-      .def("rank", &jp::GroupHandle::rank, "This process's rank.")
+  py::class_<jp::GroupHandle, std::shared_ptr<jp::GroupHandle>> group(
+      m, "Group", "A communication group (returned by jaccl.init).");
+  group.def("rank", &jp::GroupHandle::rank, "This process's rank.")
       .def("size", &jp::GroupHandle::size, "Number of ranks.")
       .def_property_readonly("backend_name", &jp::GroupHandle::backend_name,
                              "The data plane and algorithm, for logs.")
@@ -338,6 +348,7 @@ group, and after this group is gone.)")
                std::to_string(g.size()) + " (" + g.backend_name() + ")" +
                (g.closed() ? ", closed>" : ">");
       });
+  jp::bind_elastic(group);
 
   m.def("init", &jp::init, py::arg("strict") = false,
         py::arg("backend") = "any", py::kw_only(),

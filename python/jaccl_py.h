@@ -36,6 +36,8 @@ py::object make_exception(ErrorKind kind, const std::string& message);
 // What a Python `jaccl.Group` holds. Collectives on one group are serialized
 // (the C++ groups expect one caller at a time); close() drops the C++ group
 // (at interpreter exit), after which every call raises jaccl.UsageError.
+// abort, revoke and failed_ranks are not serialized (run_now): they must
+// reach a group whose collective is stuck on another thread.
 class GroupHandle {
  public:
   explicit GroupHandle(std::shared_ptr<Group> g);
@@ -46,6 +48,10 @@ class GroupHandle {
   // a std::function would allocate on every collective.
   template <class F>
   void run(F&& fn);
+  // The same without the group's lock, for the calls the C++ group allows
+  // from any thread at any time.
+  template <class F>
+  void run_now(F&& fn);
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::string backend_name() const { return backend_; }
@@ -56,7 +62,11 @@ class GroupHandle {
   void close(std::chrono::milliseconds wait);
 
  private:
+  // The group or UsageError if closed (under ptr_mu_, not mu_).
+  std::shared_ptr<Group> current();
+
   std::timed_mutex mu_;
+  std::mutex ptr_mu_;  // guards group_ for run_now; close() takes both
   std::atomic<bool> closed_{false};
   std::shared_ptr<Group> group_;
   int rank_;
@@ -90,6 +100,26 @@ void GroupHandle::run(F&& fn) {
   }
 }
 
+template <class F>
+void GroupHandle::run_now(F&& fn) {
+  std::exception_ptr error;
+  {
+    py::gil_scoped_release release;
+    try {
+      std::shared_ptr<Group> g = current();
+      fn(*g);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) {
+    std::rethrow_exception(error);
+  }
+}
+
+// A handle for a new C++ group (split, shrink), registered for close at
+// exit (jaccl_module.cpp).
+std::shared_ptr<GroupHandle> adopt(std::shared_ptr<Group> group);
 // The world group (None if not initialized).
 std::shared_ptr<GroupHandle> world_group();
 // `group` argument of a collective: None -> the world group (or UsageError).
@@ -98,6 +128,11 @@ std::shared_ptr<GroupHandle> resolve_group(const py::object& group);
 // ---- collectives (py_collectives.cpp) ------------------------------------
 
 void bind_collectives(py::module_& m);
+
+// ---- elastic groups (py_elastic.cpp) -------------------------------------
+
+// Group.abort, revoke, failed_ranks, agree_failed, shrink.
+void bind_elastic(py::class_<GroupHandle, std::shared_ptr<GroupHandle>>& group);
 
 // ---- factory bridge (py_bridge.cpp) ---------------------------------------
 

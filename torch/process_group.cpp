@@ -86,6 +86,15 @@ ProcessGroupJaccl::ProcessGroupJaccl(
       .set_op_timeout(timeout)
       .set_all_gather_factory(store_all_gather_factory(store, timeout));
   group_ = jaccl::init(cfg, /*strict=*/true);
+  start();
+}
+
+ProcessGroupJaccl::ProcessGroupJaccl(std::shared_ptr<jaccl::Group> group)
+    : BackendBase(group->rank(), group->size()), group_(std::move(group)) {
+  start();
+}
+
+void ProcessGroupJaccl::start() {
   init();
   worker_ = std::thread([this] { worker_loop(); });
   std::lock_guard<std::mutex> lock(registry_mu());
@@ -210,6 +219,27 @@ void ProcessGroupJaccl::worker_loop() {
     // finds it idle, and its next small op runs inline.
     work->complete(error);
   }
+}
+
+void ProcessGroupJaccl::run_blocking(const char* name,
+                                     std::function<void()> fn) {
+  auto work = submit(c10d::OpType::UNKNOWN, name, {}, 0, std::move(fn));
+  work->wait();  // rethrows the op's error (its jaccl kind, module.cpp)
+}
+
+std::vector<int> ProcessGroupJaccl::agree_failed() {
+  std::vector<int> failed;
+  run_blocking("agree_failed", [&] { failed = group_->agree_failed(); });
+  return failed;
+}
+
+c10::intrusive_ptr<ProcessGroupJaccl> ProcessGroupJaccl::shrink(
+    const std::vector<int>& exclude) {
+  std::shared_ptr<jaccl::Group> child;
+  run_blocking("shrink", [&] { child = group_->shrink(exclude); });
+  if (!child)
+    return {};
+  return c10::make_intrusive<ProcessGroupJaccl>(std::move(child));
 }
 
 void ProcessGroupJaccl::allreduce_dense(at::Tensor& t, const ReduceOp& op) {

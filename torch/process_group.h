@@ -58,11 +58,26 @@ class ProcessGroupJaccl : public BackendBase {
   // the bootstrap and each op.
   ProcessGroupJaccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                     int size, std::chrono::milliseconds timeout);
+  // Over a jaccl group made otherwise (shrink()); no store.
+  explicit ProcessGroupJaccl(std::shared_ptr<jaccl::Group> group);
   ~ProcessGroupJaccl() override;
 
   const std::string getBackendName() const override { return "jaccl"; }
   // The jaccl group's data plane ("shm", "tcp mesh+ring" ...).
   std::string data_plane() const { return group_->backend_name(); }
+
+  // ---- elastic groups (docs/failures.md) ----------------------------------
+  // abort, revoke and failed_ranks act on the jaccl group at once, from any
+  // thread (an op in flight ends with AbortedError / RevokedError);
+  // agree_failed and shrink run in op order, after what is queued (which
+  // fails fast on a failed group), and block the caller.
+  void abort() { group_->abort(); }
+  void revoke() { group_->revoke(); }
+  std::vector<int> failed_ranks() { return group_->failed_ranks(); }
+  std::vector<int> agree_failed();
+  // A new process group of the live ranks not in exclude, numbered in this
+  // group's order; nullptr on a rank in exclude.
+  c10::intrusive_ptr<ProcessGroupJaccl> shrink(const std::vector<int>& exclude);
 
   // Runs what is queued, then stops and joins the worker; later ops are
   // refused. Idempotent. The caller must not hold the GIL: the worker may
@@ -144,6 +159,10 @@ class ProcessGroupJaccl : public BackendBase {
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, const char* name,
                                         std::vector<at::Tensor> outputs,
                                         size_t bytes, F&& run);
+  // Runs fn as an op (in order with the others) and waits for it; throws
+  // its error.
+  void run_blocking(const char* name, std::function<void()> fn);
+  void start();  // the worker, the registry (both constructors)
   void worker_loop();
   // All-reduce of a contiguous CPU tensor in place (the op's thread).
   void allreduce_dense(at::Tensor& t, const c10d::ReduceOp& op);

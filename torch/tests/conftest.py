@@ -22,7 +22,7 @@ RANK_MAIN = os.path.join(HERE, "rank_main.py")
 
 
 def pytest_configure(config):
-    for m in ("ops_shm", "ops_tcp", "integration"):
+    for m in ("ops_shm", "ops_tcp", "integration", "elastic"):
         config.addinivalue_line("markers", f"{m}: part of the torch suite")
 
 
@@ -48,7 +48,8 @@ def rank_env(extra=None):
 class Ranks:
     """N rank processes of rank_main.py MODE, each in its own session."""
 
-    def __init__(self, n, mode, extra=None, ranks=None, init=None):
+    def __init__(self, n, mode, extra=None, ranks=None, init=None,
+                 script=RANK_MAIN):
         port = free_port()
         self.procs = {}
         for r in (range(n) if ranks is None else ranks):
@@ -56,7 +57,7 @@ class Ranks:
                             "MASTER_PORT": str(port), "RANK": str(r),
                             "WORLD_SIZE": str(n), **(extra or {})})
             self.procs[r] = subprocess.Popen(
-                [sys.executable, RANK_MAIN, mode], env=env,
+                [sys.executable, script, mode], env=env,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)
         self.out = {}
