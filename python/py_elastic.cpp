@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
 // The elastic calls of jaccl.Group (docs/failures.md, "Elastic groups"):
-// abort, revoke, failed_ranks, agree_failed, shrink. abort, revoke and
+// abort, revoke, failed_ranks, agree_failed, shrink, grow. abort, revoke and
 // failed_ranks reach the group without its lock, so another thread can
 // stop a collective that is stuck; the collective ones (agree_failed,
 // shrink) queue behind the group's other calls like any collective.
@@ -21,6 +21,12 @@ py::object shrink(const std::shared_ptr<GroupHandle>& self,
   if (!child) {
     return py::none();
   }
+  return py::cast(adopt(std::move(child)));
+}
+
+py::object grow(const std::shared_ptr<GroupHandle>& self, int new_size) {
+  std::shared_ptr<Group> child;
+  self->run([&](Group& g) { child = g.grow(new_size); });
   return py::cast(adopt(std::move(child)));
 }
 
@@ -76,7 +82,24 @@ exclude, numbered in this group's order, set up over the connections that
 survive (no side channel; rank 0 may be the dead one). Returns None on a rank
 in exclude; raises jaccl.ExcludedError on a rank the others declared failed.
 Works on a failed, revoked or healthy group; the new group is independent of
-this one (drop the old one once shrink has returned).)");
+this one (drop the old one once shrink has returned).)")
+      .def("grow", &grow, py::arg("new_size"),
+           R"(Collective over every member (all alive: shrink first): a new
+Group of new_size ranks in which the members keep their ranks and processes
+started later take ranks size() .. new_size - 1. A newcomer is an ordinary
+program started with JACCL_JOIN=<generation() + 1> (jaccl-run --elastic
+--restart N does that); its jaccl.init() returns its rank in the new group.
+They meet through the grow channel (JACCL_GROW_CHANNEL; jaccl-run --elastic
+sets one), never at a rank. Drop this group once grow has returned.)")
+      .def(
+          "generation",
+          [](GroupHandle& self) {
+            int gen = 0;
+            self.run_now([&](Group& g) { gen = g.generation(); });
+            return gen;
+          },
+          "0 for a group from init(); each grow adds 1 (shrink and split "
+          "keep it). A newcomer joins generation() + 1.");
 }
 
 }  // namespace jaccl::python

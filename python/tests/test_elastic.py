@@ -3,12 +3,15 @@ SIGKILLed mid all_sum, the survivors' error naming it, revoke, agreement,
 shrink, and every op on the shrunk group; abort from another thread; revoke
 reaching an idle member; shrink with exclude. Each test starts its ranks as
 real processes (test_solo.spawn)."""
+import os
 import signal
+import subprocess
 import textwrap
+import time
 
 import pytest
 
-from test_solo import finish, spawn
+from test_solo import PY, clean_env, finish, spawn
 
 pytestmark = pytest.mark.solo
 
@@ -185,3 +188,63 @@ def test_revoke_reaches_an_idle_member_then_shrink_with_exclude(tmp_path):
     assert "LEFT OUT" in results[2][1]
     for r in (0, 1):
         assert "OPS OK 2" in results[r][1], results[r][1]
+
+
+def test_grow_back_after_a_death(tmp_path):
+    """Rank 1 of 3 dies; the survivors shrink to 2, a replacement started
+    with JACCL_JOIN=1 (no rank, no size) joins through a file:// grow
+    channel, and the grown group of 3 gives correct results on every op."""
+    chan = tmp_path / "grow"
+    chan.mkdir()
+    common = dict(JACCL_GROW_CHANNEL=f"file://{chan}",
+                  JACCL_JOB=f"pygrow{os.getpid()}", JACCL_TIMEOUT=20,
+                  JACCL_OP_TIMEOUT=30)
+    code = script(CHECK_OPS, """
+        import os, signal, sys
+        import numpy as np
+        import jaccl
+        if os.environ.get("JACCL_JOIN"):
+            g = jaccl.init(strict=True)
+            print("JOINED", g.rank(), g.size(), g.generation(), flush=True)
+            check_ops(g, [0, 1, 2], g.rank())
+            sys.exit(0)
+        g = jaccl.init(strict=True)
+        me = g.rank()
+        jaccl.all_sum(np.ones(8))
+        if me == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            while True:
+                jaccl.all_sum(np.ones(1 << 16), group=g)
+        except jaccl.Error as e:
+            print("ERROR", type(e).__name__, flush=True)
+        g.revoke()
+        s = g.shrink()
+        del g
+        print("SHRUNK", s.size(), flush=True)
+        grown = s.grow(3)
+        assert grown.generation() == 1 and grown.size() == 3
+        check_ops(grown, [0, 1, 2], grown.rank())
+        """)
+    procs = spawn(tmp_path, code, 3, **common)
+    deadline = time.monotonic() + 60
+    out0 = ""
+    # Start the replacement once a survivor has shrunk.
+    while "SHRUNK" not in out0 and time.monotonic() < deadline:
+        line = procs[0].stdout.readline()
+        if not line:
+            break
+        out0 += line
+    assert "SHRUNK 2" in out0, out0
+    script_path = tmp_path / "worker.py"
+    joiner = subprocess.Popen(
+        [PY, str(script_path)],
+        env=clean_env(JACCL_JOIN=1, **common), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    r0, r1, r2 = [finish(p, 60) for p in procs]
+    rj = finish(joiner, 60)
+    assert r1[0] == -signal.SIGKILL, r1[1]
+    assert r0[0] == 0 and "OPS OK 3" in r0[1], out0 + r0[1]
+    assert r2[0] == 0 and "SHRUNK 2" in r2[1] and "OPS OK 3" in r2[1], r2[1]
+    assert rj[0] == 0 and "JOINED 2 3 1" in rj[1] and "OPS OK 3" in rj[1], \
+        rj[1]
