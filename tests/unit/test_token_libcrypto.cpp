@@ -3,12 +3,15 @@
 // jobs (processes, the TCP coordinator, each data plane, jaccl-run) report
 // whether their process maps it after init and one all_sum.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "support/proc.h"
 
 namespace jaccl::test {
@@ -85,6 +88,66 @@ TEST(TokenLibcryptoMismatch, OnlyTheServerHasAToken) {
             std::string::npos)
       << all_output(res);
   EXPECT_NE(res[0].exit_code, 0) << all_output(res);
+}
+
+// The path of the libcrypto this process maps (after a hash loaded it).
+std::string libcrypto_path() {
+  detail::sha256("x");
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find('/');
+    if (at != std::string::npos &&
+        line.find(detail::libcrypto_name()) != std::string::npos) {
+      return line.substr(at);
+    }
+  }
+  return "";
+}
+
+// With libcrypto unreadable (/dev/null mounted over it in a private mount
+// namespace), a job with a token fails with a ConfigError naming the file
+// and the package; the same job without a token runs.
+TEST(TokenLibcryptoMissing, JobWithTokenNamesTheLibrary) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "needs root (a mount namespace)";
+  }
+  const std::string lib = libcrypto_path();
+  ASSERT_NE(lib, "");
+  for (const bool token : {true, false}) {
+    const int port = free_loopback_port();
+    auto job = Job::start(
+        "/usr/bin/unshare",
+        {"-m", "/bin/sh", "-c", "mount --bind /dev/null \"$0\" && exec \"$1\"",
+         lib, worker_path("crypto_probe")},
+        2, [&](int rank) {
+          auto e = coordinator_rank_env(rank, 2, port, "tcp");
+          e["JACCL_TIMEOUT"] = "5";
+          if (token) {
+            e["JACCL_TOKEN"] = "s3cret";
+          }
+          return e;
+        });
+    auto res = job.wait(kDeadline);
+    if (res[0].output.find("mount") != std::string::npos) {
+      GTEST_SKIP() << "cannot mount here: " << res[0].output;
+    }
+    if (!token) {
+      expect_job(res, "absent");
+      continue;
+    }
+    for (const ProcResult& r : res) {
+      EXPECT_EQ(r.exit_code, 2) << all_output(res);
+      EXPECT_NE(r.output.find("ERROR Config"), std::string::npos)
+          << all_output(res);
+      EXPECT_NE(
+          r.output.find(std::string("cannot load ") + detail::libcrypto_name() +
+                        ", which a job token (JACCL_TOKEN) needs"),
+          std::string::npos)
+          << all_output(res);
+      EXPECT_NE(r.output.find("install libssl3"), std::string::npos)
+          << all_output(res);
+    }
+  }
 }
 
 // jaccl-run gives every job a fresh token unless --no-token.
