@@ -11,7 +11,7 @@
 #include "common/error.h"
 
 #ifndef JACCL_LIBCRYPTO
-#error "JACCL_LIBCRYPTO (libcrypto's file name) comes from CMakeLists.txt"
+#error "libcrypto's file name (a compile definition) comes from CMakeLists.txt"
 #endif
 
 namespace jaccl::detail {
