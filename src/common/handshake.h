@@ -11,7 +11,7 @@
 // replayed for another rank, channel or job. Without a token an HMAC would
 // prove nothing (anyone can key one with the empty string), so the proof is
 // the fixed kNoTokenProof: the exchange still runs, a side that has a token
-// rejects one that has none, and a job without a token never loads libcrypto
+// rejects one that has none, and a job without a token never loads libnettle
 // (common/crypto.h). A connection whose first bytes lack the magic is dropped
 // silently (a port scanner or an HTTP request must not disturb the job).
 #pragma once

@@ -83,7 +83,7 @@ TEST(Handshake, RefusesAMismatchNamingWhichSideLacksTheToken) {
 }
 
 // A server without a token answers with the fixed proof (no HMAC, so no
-// libcrypto), and its hello check wants this protocol version.
+// libnettle), and its hello check wants this protocol version.
 TEST(Handshake, TokenlessProofIsTheFixedValueOnTheWire) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

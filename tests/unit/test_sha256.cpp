@@ -1,5 +1,5 @@
 // Copyright 2026 the jaccl authors.
-// SHA-256 and HMAC-SHA256 through our binding of libcrypto, opened on first
+// SHA-256 and HMAC-SHA256 through our binding of libnettle, opened on first
 // use (common/crypto.h), against the published vectors: FIPS 180-4's
 // examples and RFC 4231's HMAC test cases.
 #include <gtest/gtest.h>
@@ -68,15 +68,15 @@ TEST(Sha256, Rfc4231HmacVectors) {
   EXPECT_EQ(hmac_sha256("", "x"), hmac_sha256(std::string(64, '\0'), "x"));
 }
 
-TEST(Sha256, BindsTheLibcryptoTheBuildFound) {
+TEST(Sha256, BindsTheLibnettleTheBuildFound) {
   sha256("x");
   std::ifstream maps("/proc/self/maps");
   std::string line;
   bool mapped = false;
   while (std::getline(maps, line)) {
-    mapped = mapped || line.find(libcrypto_name()) != std::string::npos;
+    mapped = mapped || line.find(crypto_library_name()) != std::string::npos;
   }
-  EXPECT_TRUE(mapped) << libcrypto_name() << " is not mapped after a hash";
+  EXPECT_TRUE(mapped) << crypto_library_name() << " is not mapped after a hash";
 }
 
 TEST(Sha256, ConstantTimeCompare) {

@@ -1,16 +1,17 @@
 // Copyright 2026 the jaccl authors.
-// One rank of a job that reports whether libcrypto is mapped in its process:
+// One rank of a job that reports whether libnettle is mapped in its process:
 // jaccl::init from JACCL_*, one all_sum, then /proc/self/maps. libjaccl opens
-// libcrypto only for a job token (common/crypto.h), so a tokenless job must
+// libnettle only for a job token (common/crypto.h), so a tokenless job must
 // never map it.
 //
-// Prints "SUM=<sum of rank+1>" and "LIBCRYPTO=mapped" or "LIBCRYPTO=absent";
+// Prints "SUM=<sum of rank+1>" and "CRYPTO_LIB=mapped" or "CRYPTO_LIB=absent";
 // exits 0, or 2 on a jaccl error ("ERROR <kind>: <what>").
 #include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <string>
 
+#include "common/crypto.h"
 #include "jaccl/jaccl.h"
 
 int main() {
@@ -22,10 +23,11 @@ int main() {
     std::string line;
     bool mapped = false;
     while (std::getline(maps, line)) {
-      mapped = mapped || line.find("/libcrypto.so") != std::string::npos;
+      mapped = mapped || line.find(jaccl::detail::crypto_library_name()) !=
+                             std::string::npos;
     }
     std::cout << "SUM=" << out
-              << "\nLIBCRYPTO=" << (mapped ? "mapped" : "absent") << std::endl;
+              << "\nCRYPTO_LIB=" << (mapped ? "mapped" : "absent") << std::endl;
     return 0;
   } catch (const jaccl::Error& e) {
     std::cout << "ERROR " << jaccl::to_string(e.kind()) << ": " << e.what()

@@ -1,5 +1,5 @@
 // Copyright 2026 the jaccl authors.
-// libcrypto is opened only when a job token needs it (common/crypto.h): real
+// libnettle is opened only when a job token needs it (common/crypto.h): real
 // jobs (processes, the TCP coordinator, each data plane, jaccl-run) report
 // whether their process maps it after init and one all_sum.
 #include <gtest/gtest.h>
@@ -44,28 +44,28 @@ void expect_job(const std::vector<ProcResult>& res, const std::string& maps) {
     EXPECT_EQ(line_of(r.output, "SUM="),
               "SUM=" + std::to_string(n * (n + 1) / 2))
         << all_output(res);
-    EXPECT_EQ(line_of(r.output, "LIBCRYPTO="), "LIBCRYPTO=" + maps)
+    EXPECT_EQ(line_of(r.output, "CRYPTO_LIB="), "CRYPTO_LIB=" + maps)
         << all_output(res);
   }
 }
 
-class TokenLibcrypto : public ::testing::TestWithParam<std::string> {};
+class TokenCryptoLib : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(TokenLibcrypto, JobWithoutTokenNeverMapsIt) {
+TEST_P(TokenCryptoLib, JobWithoutTokenNeverMapsIt) {
   expect_job(run_job(3, GetParam(), {}), "absent");
 }
 
-TEST_P(TokenLibcrypto, JobWithTokenMapsItAndConnects) {
+TEST_P(TokenCryptoLib, JobWithTokenMapsItAndConnects) {
   std::map<std::string, std::string> tok{{"JACCL_TOKEN", "s3cret"}};
   expect_job(run_job(3, GetParam(), {{0, tok}, {1, tok}, {2, tok}}), "mapped");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TokenLibcrypto,
+INSTANTIATE_TEST_SUITE_P(Transports, TokenCryptoLib,
                          ::testing::Values("tcp", "shm"));
 
 // One side with a token, the other without: refused both ways, and the
 // message says which side lacks it.
-TEST(TokenLibcryptoMismatch, OnlyTheClientHasAToken) {
+TEST(TokenCryptoLibMismatch, OnlyTheClientHasAToken) {
   auto res =
       run_job(2, "tcp",
               {{0, {{"JACCL_TIMEOUT", "3"}}},
@@ -79,7 +79,7 @@ TEST(TokenLibcryptoMismatch, OnlyTheClientHasAToken) {
   EXPECT_NE(res[0].exit_code, 0) << all_output(res);
 }
 
-TEST(TokenLibcryptoMismatch, OnlyTheServerHasAToken) {
+TEST(TokenCryptoLibMismatch, OnlyTheServerHasAToken) {
   auto res = run_job(2, "tcp",
                      {{0, {{"JACCL_TOKEN", "s3cret"}, {"JACCL_TIMEOUT", "3"}}},
                       {1, {{"JACCL_TIMEOUT", "3"}}}});
@@ -90,28 +90,28 @@ TEST(TokenLibcryptoMismatch, OnlyTheServerHasAToken) {
   EXPECT_NE(res[0].exit_code, 0) << all_output(res);
 }
 
-// The path of the libcrypto this process maps (after a hash loaded it).
-std::string libcrypto_path() {
+// The path of the libnettle this process maps (after a hash loaded it).
+std::string crypto_lib_path() {
   detail::sha256("x");
   std::ifstream maps("/proc/self/maps");
   for (std::string line; std::getline(maps, line);) {
     const size_t at = line.find('/');
     if (at != std::string::npos &&
-        line.find(detail::libcrypto_name()) != std::string::npos) {
+        line.find(detail::crypto_library_name()) != std::string::npos) {
       return line.substr(at);
     }
   }
   return "";
 }
 
-// With libcrypto unreadable (/dev/null mounted over it in a private mount
+// With libnettle unreadable (/dev/null mounted over it in a private mount
 // namespace), a job with a token fails with a ConfigError naming the file
 // and the package; the same job without a token runs.
-TEST(TokenLibcryptoMissing, JobWithTokenNamesTheLibrary) {
+TEST(TokenCryptoLibMissing, JobWithTokenNamesTheLibrary) {
   if (::geteuid() != 0) {
     GTEST_SKIP() << "needs root (a mount namespace)";
   }
-  const std::string lib = libcrypto_path();
+  const std::string lib = crypto_lib_path();
   ASSERT_NE(lib, "");
   for (const bool token : {true, false}) {
     const int port = free_loopback_port();
@@ -139,35 +139,35 @@ TEST(TokenLibcryptoMissing, JobWithTokenNamesTheLibrary) {
       EXPECT_EQ(r.exit_code, 2) << all_output(res);
       EXPECT_NE(r.output.find("ERROR Config"), std::string::npos)
           << all_output(res);
-      EXPECT_NE(
-          r.output.find(std::string("cannot load ") + detail::libcrypto_name() +
-                        ", which a job token (JACCL_TOKEN) needs"),
-          std::string::npos)
+      EXPECT_NE(r.output.find(std::string("cannot load ") +
+                              detail::crypto_library_name() +
+                              ", which a job token (JACCL_TOKEN) needs"),
+                std::string::npos)
           << all_output(res);
-      EXPECT_NE(r.output.find("install libssl3"), std::string::npos)
+      EXPECT_NE(r.output.find("install libnettle8"), std::string::npos)
           << all_output(res);
     }
   }
 }
 
 // jaccl-run gives every job a fresh token unless --no-token.
-TEST(TokenLibcryptoLauncher, NoTokenJobNeverMapsIt) {
+TEST(TokenCryptoLibLauncher, NoTokenJobNeverMapsIt) {
   ProcResult r =
       run(tool_path("jaccl-run"),
           {"-n", "2", "--no-token", "--", worker_path("crypto_probe")},
           {{"JACCL_TOKEN", kUnsetEnv}}, kDeadline);
   ASSERT_TRUE(r.exited_ok()) << r.output;
   EXPECT_EQ(count_of(r.output, "SUM=3"), 2) << r.output;
-  EXPECT_EQ(count_of(r.output, "LIBCRYPTO=absent"), 2) << r.output;
+  EXPECT_EQ(count_of(r.output, "CRYPTO_LIB=absent"), 2) << r.output;
 }
 
-TEST(TokenLibcryptoLauncher, DefaultTokenJobMapsIt) {
+TEST(TokenCryptoLibLauncher, DefaultTokenJobMapsIt) {
   ProcResult r = run(tool_path("jaccl-run"),
                      {"-n", "2", "--", worker_path("crypto_probe")},
                      {{"JACCL_TOKEN", kUnsetEnv}}, kDeadline);
   ASSERT_TRUE(r.exited_ok()) << r.output;
   EXPECT_EQ(count_of(r.output, "SUM=3"), 2) << r.output;
-  EXPECT_EQ(count_of(r.output, "LIBCRYPTO=mapped"), 2) << r.output;
+  EXPECT_EQ(count_of(r.output, "CRYPTO_LIB=mapped"), 2) << r.output;
 }
 
 }  // namespace
