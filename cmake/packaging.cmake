@@ -8,6 +8,7 @@
 # stripped; the install run paths ($ORIGIN, cmake/install_rpath.cmake) make the
 # tools and the module find /usr/<libdir>/libjaccl.so.0. Shared-library
 # dependencies come from dpkg-shlibdeps (libhiredis, libopenmpi, libpmix, ...);
+# libnettle, opened with dlopen, is added by name below;
 # the Python module adds python3 of the version it was built for and numpy.
 
 set(CPACK_GENERATOR DEB)
@@ -27,8 +28,16 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 # dpkg-shlibdeps finds libjaccl.so.0 inside the package through the tools'
 # $ORIGIN run paths; GENERATE_SHLIBS also registers it for ldconfig.
 # Dependencies dpkg-shlibdeps cannot see: the Python module's interpreter,
-# and libfabric, which the ofi transport opens with dlopen.
-set(_jaccl_deb_depends "")
+# libfabric, which the ofi transport opens with dlopen, and the package
+# holding the libnettle that the job token's HMAC opens (libnettle8 on
+# Debian 12).
+set(_jaccl_crypto_pkg libnettle8)
+execute_process(COMMAND dpkg-query -S "${_jaccl_crypto_lib_file}"
+  OUTPUT_VARIABLE _jaccl_owner RESULT_VARIABLE _jaccl_rc ERROR_QUIET)
+if(_jaccl_rc EQUAL 0 AND _jaccl_owner MATCHES "^([^:,]+)")
+  set(_jaccl_crypto_pkg "${CMAKE_MATCH_1}")
+endif()
+set(_jaccl_deb_depends "${_jaccl_crypto_pkg}")
 if(JACCL_PYTHON_MODULE_VERSION)
   string(REPLACE "." ";" _jaccl_py_v "${JACCL_PYTHON_MODULE_VERSION}")
   list(GET _jaccl_py_v 0 _jaccl_py_major)

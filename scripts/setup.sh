@@ -5,7 +5,7 @@ pkgs=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   dpkg-dev file
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev nettle-dev
   libhiredis-dev redis-server
   libopenmpi-dev openmpi-bin
   libfabric-dev libfabric-bin

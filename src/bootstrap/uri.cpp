@@ -11,9 +11,9 @@
 #include "bootstrap/redis_channel.h"
 #include "bootstrap/tcp_star.h"
 #include "common/bytes.h"
+#include "common/crypto.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "common/sha256.h"
 
 namespace jaccl::detail {
 

@@ -7,20 +7,22 @@
 #include <cstring>
 
 #include "common/bytes.h"
+#include "common/crypto.h"
 #include "common/net.h"
 #include "common/random.h"
-#include "common/sha256.h"
 
 namespace jaccl::detail {
 
 namespace {
 
-Mac hmac(std::string_view token, std::string_view label,
-         std::span<const uint8_t> hello, const Nonce& nonce) {
+Mac proof(std::string_view token, std::string_view label,
+          std::span<const uint8_t> hello, const Nonce& nonce) {
+  if (token.empty()) {
+    return kNoTokenProof;  // see the header comment
+  }
   std::string msg(label);
   msg.append(reinterpret_cast<const char*>(hello.data()), hello.size());
   msg.append(reinterpret_cast<const char*>(nonce.data()), nonce.size());
-  // HMAC with an empty key is still well defined; see the header comment.
   return hmac_sha256(token, msg);
 }
 
@@ -95,16 +97,19 @@ std::optional<Hello> decode_hello(std::span<const uint8_t> b,
 
 Mac server_proof(std::string_view token, std::span<const uint8_t> hello,
                  const Nonce& server_nonce) {
-  return hmac(token, "jaccl-server-proof", hello, server_nonce);
+  return proof(token, "jaccl-server-proof", hello, server_nonce);
 }
 
 Mac client_proof(std::string_view token, std::span<const uint8_t> hello,
                  const Nonce& server_nonce) {
-  return hmac(token, "jaccl-client-proof", hello, server_nonce);
+  return proof(token, "jaccl-client-proof", hello, server_nonce);
 }
 
-bool mac_equal(const Mac& a, const Mac& b) {
-  return equal_in_constant_time(a.data(), b.data(), a.size());
+bool proof_matches(std::string_view token, const Mac& got, const Mac& want) {
+  if (token.empty()) {
+    return got == want;
+  }
+  return equal_in_constant_time(got.data(), want.data(), got.size());
 }
 
 void client_handshake(int fd, const Hello& me, std::string_view token,
@@ -121,12 +126,13 @@ void client_handshake(int fd, const Hello& me, std::string_view token,
   std::memcpy(server_nonce.data(), &ch[8], server_nonce.size());
   Mac got{};
   std::memcpy(got.data(), &ch[24], got.size());
-  if (!mac_equal(got, server_proof(token, hello, server_nonce))) {
+  if (!proof_matches(token, got, server_proof(token, hello, server_nonce))) {
     raise(ErrorKind::Config,
           token.empty() ? "the peer expects a job token (JACCL_TOKEN) and we "
                           "have none"
-                        : "the peer does not know our job token (JACCL_TOKEN "
-                          "differs)",
+          : got == kNoTokenProof
+              ? "the peer has no job token (JACCL_TOKEN) and we have one"
+              : "the peer does not know our job token (JACCL_TOKEN differs)",
           ctx);
   }
   Mac proof = client_proof(token, hello, server_nonce);
@@ -203,8 +209,8 @@ ServerHandshake::State ServerHandshake::on_readable(int fd) {
     } else {
       if (have_ < kProofBytes)
         continue;
-      if (!mac_equal(proof_,
-                     client_proof(token_, hello_bytes_, server_nonce_))) {
+      if (!proof_matches(token_, proof_,
+                         client_proof(token_, hello_bytes_, server_nonce_))) {
         return fail(token_.empty()
                         ? "client proved a job token but we have none"
                         : "wrong or missing job token");

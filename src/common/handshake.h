@@ -8,10 +8,12 @@
 //
 // Proofs are HMAC-SHA256 keyed with the job token over the whole Hello and
 // the server nonce, so the token never crosses the wire and a proof cannot be
-// replayed for another rank, channel or job. Without a token the key is empty:
-// the exchange still runs and a side that has a token rejects one that has
-// none. A connection whose first bytes lack the magic is dropped silently
-// (a port scanner or an HTTP request must not disturb the job).
+// replayed for another rank, channel or job. Without a token an HMAC would
+// prove nothing (anyone can key one with the empty string), so the proof is
+// the fixed kNoTokenProof: the exchange still runs, a side that has a token
+// rejects one that has none, and a job without a token never loads libnettle
+// (common/crypto.h). A connection whose first bytes lack the magic is dropped
+// silently (a port scanner or an HTTP request must not disturb the job).
 #pragma once
 
 #include <array>
@@ -27,13 +29,18 @@
 namespace jaccl::detail {
 
 inline constexpr uint64_t kMagic = 0x314c4343414a0a6aull;  // "j\nJACCL1"
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: tokenless proofs are kNoTokenProof (1: HMAC with an empty key).
+inline constexpr uint32_t kProtocolVersion = 2;
 
 enum class Channel : uint32_t { Coordinator = 1, Data = 2, Control = 3 };
 const char* channel_name(Channel c);
 
 using Nonce = std::array<uint8_t, 16>;
 using Mac = std::array<uint8_t, 32>;
+// Both proofs of a side without a token: "jaccl: no job token", zero-padded.
+inline constexpr Mac kNoTokenProof{'j', 'a', 'c', 'c', 'l', ':', ' ',
+                                   'n', 'o', ' ', 'j', 'o', 'b', ' ',
+                                   't', 'o', 'k', 'e', 'n'};
 
 Nonce random_nonce();
 // Fingerprint of a job token (never the token itself): 0 without a token.
@@ -58,11 +65,14 @@ std::array<uint8_t, kHelloBytes> encode_hello(const Hello& h);
 std::optional<Hello> decode_hello(std::span<const uint8_t> bytes,
                                   std::string* why);
 
+// kNoTokenProof when token is empty, else the HMAC.
 Mac server_proof(std::string_view token, std::span<const uint8_t> hello,
                  const Nonce& server_nonce);
 Mac client_proof(std::string_view token, std::span<const uint8_t> hello,
                  const Nonce& server_nonce);
-bool mac_equal(const Mac& a, const Mac& b);
+// Whether a received proof is the expected one: in constant time with a
+// token; a plain compare without (kNoTokenProof is public).
+bool proof_matches(std::string_view token, const Mac& got, const Mac& want);
 
 // Client side, blocking (bounded by dl). Returns when the server accepted;
 // throws Config when rejected (with the server's reason) or when the tokens

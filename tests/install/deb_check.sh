@@ -40,7 +40,7 @@ echo "$files" | grep -q '/libjaccl\.so\.0' || fail "the package lacks libjaccl.s
 echo "$files" | grep -q 'dist-packages/jaccl\..*\.so$' || fail "the package lacks the Python module"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for want in libc6 libstdc++6 python3 python3-numpy; do
+for want in libc6 libstdc++6 libnettle8 python3 python3-numpy; do
   echo "$depends" | grep -q "\b$want\b" || fail "Depends lacks $want: $depends"
 done
 
