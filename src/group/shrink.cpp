@@ -65,39 +65,33 @@ AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
                                  std::vector<int> members, int me_index,
                                  uint64_t tag0, Millis timeout) {
   auto calls = std::make_shared<uint64_t>(0);
-  // A star at the first member: 2 (n - 1) frames a call, not n (n - 1)
-  // (each one a wake-up of a monitor thread: at 64 ranks on a few cores the
-  // mesh's 4000 frames per call were most of a shrink's set-up).
   return [&monitor, members = std::move(members), me_index, tag0, timeout,
           calls](const char* src, char* dst, size_t n) {
     const uint64_t tag = tag0 + ++*calls;
-    const size_t total = members.size() * n;
-    auto expect = [&](int from, const std::string& got, size_t want) {
-      if (got.size() != want) {
-        raise(ErrorKind::Protocol,
-              rank_ref(from) + " sent " + std::to_string(got.size()) +
-                  " bytes to the survivors' side channel, " +
-                  std::to_string(want) + " expected",
-              {.rank = monitor.rank(), .peer = from});
+    std::vector<int> others;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (static_cast<int>(i) != me_index) {
+        others.push_back(members[i]);
       }
-    };
+    }
     try {
-      const Deadline dl = Deadline::after(timeout);
+      monitor.post(tag, others, std::string_view(src, n));
       std::memcpy(dst + static_cast<size_t>(me_index) * n, src, n);
-      if (me_index != 0) {
-        monitor.post(tag, {members[0]}, std::string_view(src, n));
-        const std::string got = monitor.take(tag, members[0], dl);
-        expect(members[0], got, total);
-        std::memcpy(dst, got.data(), total);
-        return;
-      }
-      for (size_t i = 1; i < members.size(); ++i) {
+      const Deadline dl = Deadline::after(timeout);
+      for (size_t i = 0; i < members.size(); ++i) {
+        if (static_cast<int>(i) == me_index) {
+          continue;
+        }
         const std::string got = monitor.take(tag, members[i], dl);
-        expect(members[i], got, n);
+        if (got.size() != n) {
+          raise(ErrorKind::Protocol,
+                rank_ref(members[i]) + " sent " + std::to_string(got.size()) +
+                    " bytes to the survivors' side channel, " +
+                    std::to_string(n) + " expected",
+                {.rank = monitor.rank(), .peer = members[i]});
+        }
         std::memcpy(dst + i * n, got.data(), n);
       }
-      const std::vector<int> others(members.begin() + 1, members.end());
-      monitor.post(tag, others, std::string_view(dst, total));
     } catch (const ParentError&) {
       throw;
     } catch (const Error& e) {
