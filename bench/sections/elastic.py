@@ -130,6 +130,8 @@ def render(res):
     L.append("The target (issue 28) is judged at 64 ranks for the first "
              "column and at every size for the second. A fresh init "
              "includes starting N processes; the shrunk group reuses the "
-             "survivors and their control connections, and on shared "
-             "memory sets up a new segment.")
+             "survivors, gathers its set-up over their control connections, "
+             "then connects a new mesh of "
+             "control connections and, on shared memory, sets up a new "
+             "segment.")
     return L

@@ -2,6 +2,7 @@
 #include "group/shrink.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -145,6 +146,12 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
   }
   LivenessMonitor& mon = *ctl.monitor;
   require_full_mesh(parent, mon, "shrink");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ms = [&t0] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - t0)
+        .count();
+  };
   const Millis timeout = parent.config().get_timeout();
   // Every agreement's errors name the parent's members: job ranks out.
   auto agree = [&](bool ok) {
@@ -157,6 +164,9 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
   for (;;) {
     const auto d = agree(true);
     const std::vector<int> members = survivors(n, d.failed, d.excluded);
+    JACCL_LOG(Debug, "rank " << parent.job_rank(me) << ": shrink: agreed on "
+                             << members.size() << " survivors after " << ms()
+                             << " ms");
     if (!has(members, me)) {
       if (has(d.excluded, me)) {
         return nullptr;
@@ -200,6 +210,9 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     } catch (const Error&) {
       error = std::current_exception();
     }
+    JACCL_LOG(Debug, "rank " << parent.job_rank(me)
+                             << ": shrink: new group set up after " << ms()
+                             << " ms");
     // Every survivor keeps the new group, or none does.
     const auto c = agree(inner != nullptr);
     const bool member_lost =
@@ -209,7 +222,8 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
       JACCL_LOG(Info, "rank " << parent.job_rank(me) << ": shrink: rank "
                               << new_rank << " of " << members.size()
                               << " (job ranks " << rank_list(names) << ") on "
-                              << inner->backend_name());
+                              << inner->backend_name() << " after " << ms()
+                              << " ms");
       auto h =
           std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
                                         std::move(names), std::move(control));

@@ -212,6 +212,11 @@ LivenessMonitor::Decision LivenessMonitor::agree(
     lock.unlock();
     throw_if_out(*state_);
     lock.lock();
+    // The loop thread may have decided (and notified) while the lock was
+    // free: waiting now would miss it for a whole kCheckEvery.
+    if (shared_->agreement.decision(epoch) != nullptr) {
+      continue;
+    }
     if (dl.expired() || shared_->stopping) {
       const auto waiting = shared_->agreement.waiting_for(shared_->gone);
       lock.unlock();
@@ -262,6 +267,11 @@ std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl) {
     lock.unlock();
     throw_if_out(*state_);
     lock.lock();
+    // As in agree: mail that came while the lock was free.
+    if (shared_->mail.count({tag, from}) != 0 ||
+        shared_->gone[static_cast<size_t>(from)]) {
+      continue;
+    }
     if (dl.expired() || shared_->stopping) {
       lock.unlock();
       raise(ErrorKind::Timeout,

@@ -2,6 +2,7 @@
 #include "transport/shm_channel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
@@ -63,7 +64,31 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       base_(seg_.data()),
       state_(std::move(state)),
       keepalive_(std::move(keepalive)),
-      oversubscribed_(size > allowed_cpu_count()) {}
+      oversubscribed_(size > allowed_cpu_count()) {
+  // A failure, revoke or abort wakes this group's sleepers at once (in
+  // every process: the word is shared) instead of at their next slice.
+  wake_link_ = std::make_shared<WakeLink>();
+  wake_link_->word = &wake();
+  auto bump = [link = std::weak_ptr<WakeLink>(wake_link_)] {
+    if (auto l = link.lock()) {
+      std::lock_guard<std::mutex> lock(l->mu);
+      if (l->word != nullptr) {
+        // Orders the failure state's store before bump()'s sleeper count.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        l->word->bump();
+      }
+    }
+  };
+  state_->on_abort(bump);
+  state_->on_escalate([bump](GroupStatus) { bump(); });
+}
+
+ShmChannel::~ShmChannel() {
+  if (wake_link_) {  // null when moved from
+    std::lock_guard<std::mutex> lock(wake_link_->mu);
+    wake_link_->word = nullptr;
+  }
+}
 
 void ShmChannel::raise_timeout(const Deadline& dl,
                                const Detail& waiting_for) const {

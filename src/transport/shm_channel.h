@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/deadline.h"
@@ -36,7 +37,8 @@ class ShmChannel {
              ShmLayout layout, std::shared_ptr<FailureState> state,
              std::shared_ptr<void> keepalive);
   ShmChannel(ShmChannel&&) = default;
-  ShmChannel& operator=(ShmChannel&&) = default;
+  ShmChannel& operator=(ShmChannel&&) = delete;
+  ~ShmChannel();
 
   // Writes a fresh header into a newly created segment. strategy and
   // chunk_bytes are the group's, read back by every rank of the host
@@ -129,6 +131,13 @@ class ShmChannel {
   [[noreturn]] void raise_timeout(const Deadline& dl,
                                   const Detail& waiting_for) const;
 
+  // What the failure state's hooks bump: the wake word while the segment
+  // is mapped, null once the channel goes (the hooks outlive it).
+  struct WakeLink {
+    std::mutex mu;
+    WakeWord* word = nullptr;
+  };
+
   int rank_;
   int size_;
   std::vector<int> names_;
@@ -137,6 +146,7 @@ class ShmChannel {
   char* base_;
   std::shared_ptr<FailureState> state_;
   std::shared_ptr<void> keepalive_;
+  std::shared_ptr<WakeLink> wake_link_;
   uint64_t step_ = 0;
   // More ranks than cores: waits yield at once (see wait_until).
   bool oversubscribed_ = false;

@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
 // Waiting on shared memory: spin briefly, then sleep on a futex, waking every
-// slice to check the group's failure state and the op deadline. Ranks may be
+// slice to check the op deadline; a failure bumps the word (ShmChannel), so
+// it wakes the sleepers at once. Ranks may be
 // oversubscribed (4 ranks on 2 cores), so a waiter must give up its core
 // quickly; the spin phase is short and yields.
 #pragma once
@@ -84,11 +85,24 @@ void wait_until(WakeWord& ww, Ready ready, Check check, Mode mode) {
   for (;;) {
     uint32_t seen = ww.word.load(std::memory_order_seq_cst);
     ww.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (ready()) {
+    // check() too before sleeping: a failure recorded before the increment
+    // bumped no word, one recorded after it does (FailureState hooks,
+    // ShmChannel), so the sleep ends at once either way.
+    bool done = false;
+    try {
+      done = ready();
+      if (!done)
+        check();
+    } catch (...) {
+      ww.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      throw;
+    }
+    if (done) {
       ww.sleepers.fetch_sub(1, std::memory_order_seq_cst);
       return;
     }
-    timespec slice{0, 50 * 1000 * 1000};  // 50 ms: bounds failure detection
+    // The slice bounds the deadline check (and a failure no hook reports).
+    timespec slice{0, 50 * 1000 * 1000};
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&ww.word), FUTEX_WAIT,
               seen, &slice, nullptr, 0);
     ww.sleepers.fetch_sub(1, std::memory_order_seq_cst);
