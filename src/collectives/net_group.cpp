@@ -313,9 +313,13 @@ class NetGroup final : public Group {
   std::string name_;
   bool prefer_ring_ = false;
   bool p2p_only_ = false;
-  // Small ops poll briefly before sleeping, unless the group could
-  // outnumber the CPUs this rank may use (then spinning steals a peer's).
-  int spin_us_ = allowed_cpu_count() >= net_.size ? 20 : 0;
+  // Small ops poll briefly before sleeping, unless this host's members
+  // outnumber the CPUs they may use between them (then spinning steals a
+  // peer's); unknown, the whole group against this rank's CPUs.
+  int spin_us_ = (net_.host_cpus > 0 ? net_.host_cpus >= net_.host_ranks
+                                     : allowed_cpu_count() >= net_.size)
+                     ? 20
+                     : 0;
   OpRunner ops_;  // every op's lock, checks, deadline and failure rule
   Links links_;
   std::vector<char> tmp_;

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <bit>
 #include <thread>
 
 namespace jaccl::detail {
@@ -36,6 +37,36 @@ bool set_allowed_cpus(const std::vector<int>& cpus) {
       CPU_SET(c, &set);
   }
   return ::sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+CpuMask cpu_mask() {
+  CpuMask m{};
+  std::vector<int> cpus = allowed_cpus();
+  if (cpus.empty()) {
+    for (int c = 0; c < allowed_cpu_count(); ++c)
+      cpus.push_back(c);
+  }
+  for (int c : cpus) {
+    if (c < CpuMask::kBits)
+      m.bits[c / 64] |= uint64_t{1} << (c % 64);
+    else
+      ++m.beyond;
+  }
+  return m;
+}
+
+int cpus_in_union(std::span<const CpuMask> masks) {
+  uint64_t all[CpuMask::kWords] = {};
+  uint32_t beyond = 0;
+  for (const CpuMask& m : masks) {
+    for (int w = 0; w < CpuMask::kWords; ++w)
+      all[w] |= m.bits[w];
+    beyond = std::max(beyond, m.beyond);
+  }
+  int n = static_cast<int>(beyond);
+  for (uint64_t w : all)
+    n += std::popcount(w);
+  return std::max(1, n);
 }
 
 bool move_off_this_cpu() {

@@ -3,6 +3,8 @@
 // put two ranks that wait for each other on one CPU.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 namespace jaccl::detail {
@@ -16,6 +18,25 @@ std::vector<int> allowed_cpus();
 // under either; the host's count if the mask cannot be read; at least 1.
 // The one CPU count for every oversubscription decision.
 int allowed_cpu_count();
+
+// A rank's CPU mask as ranks exchange it at set-up: CPUs below kBits as
+// bits, and how many it may use past them. Trivial, as the messages it
+// travels in are: value-initialise it (CpuMask m{}).
+struct CpuMask {
+  static constexpr int kWords = 3;
+  static constexpr int kBits = kWords * 64;
+  uint64_t bits[kWords];
+  uint32_t beyond;
+};
+
+// The calling thread's mask (every CPU of the host if it cannot be read).
+CpuMask cpu_mask();
+
+// How many CPUs ranks with these masks may run on between them: the union's
+// count, not any one rank's, so that ranks bound to a CPU each (jaccl-run's,
+// mpirun's or srun's binding) are not taken for ranks sharing one. CPUs past
+// the bits count as many as the most any one mask has there. At least 1.
+int cpus_in_union(std::span<const CpuMask> masks);
 
 // Restricts the calling thread to `cpus` (called in a forked child before
 // exec, it binds the process); false if the system refuses. Allocates

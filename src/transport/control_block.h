@@ -38,6 +38,10 @@ struct ControlBlock {
   // names[i]: the job rank of member i, for messages, when this group is a
   // subset of the job (the hosts' leaders); empty: member i is rank i.
   std::vector<int> names;
+  // The members on this rank's kernel and the CPUs they may run on between
+  // them (0: unknown), so the group knows whether a waiter may spin.
+  int host_ranks = 0;
+  int host_cpus = 0;
   // Deadline budget for one blocking operation (0 = none).
   Millis op_timeout{0};
   std::shared_ptr<FailureState> state = std::make_shared<FailureState>();

@@ -193,6 +193,10 @@ struct Network {
   // Microseconds small ops spin before sleeping (-1: the group decides from
   // the core count).
   int spin_us = -1;
+  // As in ControlBlock: the members on this kernel and their CPUs (0:
+  // unknown).
+  int host_ranks = 0;
+  int host_cpus = 0;
 };
 
 }  // namespace jaccl::detail

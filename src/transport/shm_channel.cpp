@@ -53,7 +53,7 @@ void ShmChannel::init_segment(char* base, const ShmLayout& layout,
 }
 
 ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
-                       ShmSegment seg, ShmLayout layout,
+                       ShmSegment seg, ShmLayout layout, int host_cpus,
                        std::shared_ptr<FailureState> state,
                        std::shared_ptr<void> keepalive)
     : rank_(rank),
@@ -64,7 +64,7 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       base_(seg_.data()),
       state_(std::move(state)),
       keepalive_(std::move(keepalive)),
-      oversubscribed_(size > allowed_cpu_count()) {
+      oversubscribed_(size > host_cpus) {
   // A failure, revoke or abort wakes this group's sleepers at once (in
   // every process: the word is shared) instead of at their next slice.
   wake_link_ = std::make_shared<WakeLink>();

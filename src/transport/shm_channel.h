@@ -31,10 +31,13 @@ class ShmChannel {
  public:
   // seg is mapped and initialized (init_segment, by its creator). rank and
   // size are this host's (the group's); names[i] is the job rank of member
-  // i, used in every message (empty: member i is rank i). keepalive: what
-  // the failure state's reporters need (the liveness monitor).
+  // i, used in every message (empty: member i is rank i). host_cpus: the
+  // CPUs the members may run on between them (cpus_in_union); more ranks
+  // than that and every wait yields. keepalive: what the failure state's
+  // reporters need (the liveness monitor).
   ShmChannel(int rank, int size, std::vector<int> names, ShmSegment seg,
-             ShmLayout layout, std::shared_ptr<FailureState> state,
+             ShmLayout layout, int host_cpus,
+             std::shared_ptr<FailureState> state,
              std::shared_ptr<void> keepalive);
   ShmChannel(ShmChannel&&) = default;
   ShmChannel& operator=(ShmChannel&&) = delete;
@@ -148,7 +151,7 @@ class ShmChannel {
   std::shared_ptr<void> keepalive_;
   std::shared_ptr<WakeLink> wake_link_;
   uint64_t step_ = 0;
-  // More ranks than cores: waits yield at once (see wait_until).
+  // More ranks than the members' CPUs: waits yield at once (wait_until).
   bool oversubscribed_ = false;
   // The first step at which this rank may move itself off a CPU it shares
   // with a rank it waits for (wait_mode: one try per kMoveEverySteps).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/affinity.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/handshake.h"
@@ -42,7 +43,8 @@ struct SetupMsg {
   uint64_t pid_ns;
   uint8_t nonce[16];   // phase 1: names the socket and segment
   uint8_t secret[16];  // phase 1: what a client must show the socket
-  char what[136];      // the failure, abridged
+  CpuMask cpus;        // phase 1: where this rank may run
+  char what[104];      // the failure, abridged
 };
 static_assert(sizeof(SetupMsg) <= SideChannel::kInlineBytes);
 constexpr uint64_t kSetupMagic = 0x3130505353434a6aull;  // "jJCSSP01"
@@ -59,6 +61,7 @@ struct Setup {
   bool host_failed = false;     // any member of this host has failed
   std::vector<SetupMsg> first;  // phase 1 of every rank
   std::string name;             // "jaccl-<nonce>"
+  int host_cpus = 1;            // the CPUs the members may run on
 
   SetupMsg blank(uint8_t phase) const {
     SetupMsg w;
@@ -240,10 +243,16 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     x.pid = static_cast<int32_t>(::getpid());
     x.uid = static_cast<uint32_t>(::geteuid());
     x.pid_ns = pid_namespace();
+    x.cpus = cpu_mask();
     return x;
   }();
   try {
     s.first = s.gather(w);
+    std::vector<CpuMask> masks;
+    for (int m : members) {
+      masks.push_back(s.first[static_cast<size_t>(m)].cpus);
+    }
+    s.host_cpus = cpus_in_union(masks);
     const SetupMsg& head = s.first[static_cast<size_t>(s.creator)];
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
@@ -344,7 +353,10 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                             << " ranks, " << s.layout.total() / 1024
                             << " KiB segment ("
                             << (use_memfd ? "memfd " : "/dev/shm/") << s.name
-                            << "), " << s.layout.slot_bytes / 1024
+                            << "), " << size << " ranks on " << s.host_cpus
+                            << " CPU(s) between them"
+                            << (size > s.host_cpus ? " (oversubscribed)" : "")
+                            << ", " << s.layout.slot_bytes / 1024
                             << " KiB slots, strategy " << cfg.get_shm_strategy()
                             << (s.layout.lazy_rings
                                     ? " (send/recv rings past "
@@ -352,8 +364,8 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                                       "first use)"
                                     : ""));
   }
-  return ShmChannel(me, size, members, std::move(seg), s.layout, conns.state,
-                    conns.keepalive);
+  return ShmChannel(me, size, members, std::move(seg), s.layout, s.host_cpus,
+                    conns.state, conns.keepalive);
 }
 
 }  // namespace jaccl::detail

@@ -20,12 +20,13 @@ namespace {
 // A card is binary: every rank decodes every rank's card, so at a thousand
 // ranks a million decodes; as JSON (through nlohmann's DOM) they were
 // seconds of CPU in every job's start-up. Little-endian: magic u32, rank
-// u32, port u16, wires u16, wires_set u8, pid u32, cpus u32, then the
-// strings hostname, boot id, IPC and network namespaces (u32 length +
-// bytes each), then the address list and the ofi endpoints (u32 count,
-// then strings). Nothing may follow.
-constexpr uint32_t kCardMagic = 0x3244434a;  // "JCD2"
-constexpr size_t kFixedBytes = 4 + 4 + 2 + 2 + 1 + 4 + 4;
+// u32, port u16, wires u16, wires_set u8, pid u32, cpus u32, the CPU mask
+// (CpuMask::kWords u64, then u32 beyond), then the strings hostname, boot id,
+// IPC and network namespaces (u32 length + bytes each), then the address list
+// and the ofi endpoints (u32 count, then strings). Nothing may follow.
+constexpr uint32_t kCardMagic = 0x3344434a;  // "JCD3"
+constexpr size_t kMaskBytes = CpuMask::kWords * 8 + 4;
+constexpr size_t kFixedBytes = 4 + 4 + 2 + 2 + 1 + 4 + 4 + kMaskBytes;
 
 void put_string(std::string& out, const std::string& v) {
   uint8_t n[4];
@@ -38,6 +39,14 @@ void put_string(std::string& out, const std::string& v) {
 class CardReader {
  public:
   explicit CardReader(std::string_view b) : b_(b) {}
+  bool u64(uint64_t* v) {
+    if (!room(8)) {
+      return false;
+    }
+    *v = get_u64(at());
+    pos_ += 8;
+    return true;
+  }
   bool u32(uint32_t* v) {
     if (!room(4)) {
       return false;
@@ -135,6 +144,7 @@ TcpCard local_card(int rank, int wires, bool wires_set) {
   c.net_ns = read_link("/proc/self/ns/net");
   c.pid = static_cast<int>(::getpid());
   c.cpus = allowed_cpu_count();
+  c.cpu_mask = cpu_mask();
   return c;
 }
 
@@ -147,6 +157,10 @@ std::string encode_card(const TcpCard& c) {
   fixed[12] = c.wires_set ? 1 : 0;
   put_u32(fixed + 13, static_cast<uint32_t>(c.pid));
   put_u32(fixed + 17, static_cast<uint32_t>(c.cpus));
+  for (int w = 0; w < CpuMask::kWords; ++w) {
+    put_u64(fixed + 21 + 8 * w, c.cpu_mask.bits[w]);
+  }
+  put_u32(fixed + 21 + 8 * CpuMask::kWords, c.cpu_mask.beyond);
   std::string out(reinterpret_cast<const char*>(fixed), sizeof(fixed));
   for (const std::string* v : {&c.hostname, &c.boot_id, &c.ipc_ns, &c.net_ns}) {
     put_string(out, *v);
@@ -183,6 +197,8 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
   TcpCard c;
   if (!in.u32(&rank) || !in.u16(&port) || !in.u16(&wires) ||
       !in.u8(&wires_set) || !in.u32(&pid) || !in.u32(&cpus) ||
+      !in.u64(&c.cpu_mask.bits[0]) || !in.u64(&c.cpu_mask.bits[1]) ||
+      !in.u64(&c.cpu_mask.bits[2]) || !in.u32(&c.cpu_mask.beyond) ||
       !in.str(&c.hostname) || !in.str(&c.boot_id) || !in.str(&c.ipc_ns) ||
       !in.str(&c.net_ns) || !in.strs(&c.addresses) || !in.strs(&c.ofi)) {
     return bad("cut short or a length past its end");

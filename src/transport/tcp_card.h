@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bootstrap/side_channel.h"
+#include "common/affinity.h"
 
 namespace jaccl::detail {
 
@@ -27,8 +28,11 @@ struct TcpCard {
   std::string ipc_ns;
   std::string net_ns;
   int pid = 0;
-  // CPUs this rank may run on (its affinity mask); 0 when not said.
+  // CPUs this rank may run on (its affinity mask's count); 0 when not
+  // said. cpu_mask: the mask itself, so that ranks of one host can count
+  // the CPUs they have between them.
   int cpus = 0;
+  CpuMask cpu_mask{};
   // Whether JACCL_WIRES / set_wires chose `wires` (a card without the field,
   // an older jaccl's, counts as chosen: it always used `wires`).
   bool wires_set = true;

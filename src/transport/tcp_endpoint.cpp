@@ -225,6 +225,8 @@ Network make_tcp_network(ControlBlock conns) {
   net.state = conns.state;
   net.keepalive = conns.keepalive;
   net.transport = "tcp";
+  net.host_ranks = conns.host_ranks;
+  net.host_cpus = conns.host_cpus;
   net.links.resize(conns.wires.size());
   auto who = [&](int member) {
     return conns.names.empty() ? member

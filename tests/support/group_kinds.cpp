@@ -16,6 +16,7 @@
 #include "collectives/hier_group.h"
 #include "collectives/net_group.h"
 #include "collectives/shm_group.h"
+#include "common/affinity.h"
 #include "common/net.h"
 #include "transport/tcp_endpoint.h"
 
@@ -103,7 +104,7 @@ Groups shm_groups(int n, std::vector<int> names,
                                 : states[static_cast<size_t>(r)];
     groups.push_back(std::make_shared<ShmGroup>(
         ShmChannel(r, n, names, ShmSegment::open(name, layout.total(), r),
-                   layout, std::move(state), nullptr),
+                   layout, allowed_cpu_count(), std::move(state), nullptr),
         Millis(30000)));
   }
   owner.unlink();

@@ -453,6 +453,59 @@ TEST(Launcher, DryRunShowsEachRanksCpus) {
       << r.output;
 }
 
+// Bound to a CPU each, two ranks still have two CPUs between them: the
+// planes count the union of the ranks' masks, not one rank's (which would
+// make every bound job yield at each wait as if it shared one core). Under
+// `taskset -c 0` they share one CPU and say so.
+TEST(Launcher, BoundRanksCountTheCpusTheyHaveBetweenThem) {
+  if (!two_cpus()) {
+    GTEST_SKIP() << "needs two CPUs";
+  }
+  auto job = [](const std::string& cpus, const std::string& plane) {
+    return run("/usr/bin/taskset",
+               {"-c",
+                cpus,
+                launcher(),
+                "-n",
+                "2",
+                "--env",
+                "JACCL_LOG=info",
+                "--env",
+                "JACCL_TRANSPORT=" + plane,
+                "--",
+                tool_path("jaccl-bench"),
+                "-q",
+                "-t",
+                plane,
+                "-o",
+                "all_sum",
+                "-b",
+                "8",
+                "-e",
+                "8",
+                "-w",
+                "1",
+                "-n",
+                "10"},
+               {}, kDeadline);
+  };
+  ProcResult r = job("0,1", "shm");
+  ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("2 ranks on 2 CPU(s) between them,"),
+            std::string::npos)
+      << r.output;
+  r = job("0", "shm");
+  ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("2 ranks on 1 CPU(s) between them (oversubscribed)"),
+            std::string::npos)
+      << r.output;
+  r = job("0,1", "tcp");
+  ASSERT_TRUE(r.exited_ok()) << r.describe() << "\n" << r.output;
+  EXPECT_NE(r.output.find("2 ranks on this host, on 2 CPU(s) between them"),
+            std::string::npos)
+      << r.output;
+}
+
 // ------------------------------------------------------------------ failure
 
 TEST(Launcher, AllRanksSucceed) {

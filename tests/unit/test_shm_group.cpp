@@ -43,7 +43,8 @@ void run_ranks(int size, const std::function<void(Group&)>& body,
   for (int r = 0; r < size; ++r) {
     groups.push_back(std::make_unique<ShmGroup>(
         ShmChannel(r, size, {}, ShmSegment::open(name, layout.total(), r),
-                   layout, std::make_shared<FailureState>(), nullptr),
+                   layout, allowed_cpu_count(),
+                   std::make_shared<FailureState>(), nullptr),
         op_timeout));
   }
   owner.unlink();
@@ -679,6 +680,27 @@ TEST(CpuPlacement, CountIsTheAffinityMasksAndDrivesOversubscription) {
     });
   }).join();
   EXPECT_EQ(allowed_cpus(), cpus) << "the test's thread kept its own mask";
+}
+
+CpuMask mask_of(std::initializer_list<int> cpus, uint32_t beyond = 0) {
+  CpuMask m{};
+  for (int c : cpus)
+    m.bits[c / 64] |= uint64_t{1} << (c % 64);
+  m.beyond = beyond;
+  return m;
+}
+
+// What ranks may run on between them: the union of their masks.
+TEST(CpuPlacement, CpusInUnionCountsWhatRanksHaveBetweenThem) {
+  auto count = [](std::vector<CpuMask> v) { return cpus_in_union(v); };
+  EXPECT_EQ(count({mask_of({0}), mask_of({1})}), 2);  // one CPU each
+  EXPECT_EQ(count({mask_of({0}), mask_of({0})}), 1);  // taskset -c 0
+  EXPECT_EQ(count({mask_of({0, 1}), mask_of({1})}), 2);
+  EXPECT_EQ(count({mask_of({3, 64, 191}), mask_of({130})}), 4);
+  EXPECT_EQ(count({mask_of({}, 5), mask_of({0}, 7)}), 8);  // past the bits
+  EXPECT_EQ(count({}), 1);
+  const CpuMask mine = cpu_mask();
+  EXPECT_EQ(cpus_in_union(std::span(&mine, 1)), allowed_cpu_count());
 }
 
 // Two ranks the scheduler left on one CPU (as it may after they woke each

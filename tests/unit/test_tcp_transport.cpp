@@ -274,6 +274,14 @@ TEST(TcpCard, RoundTripAndValidation) {
   EXPECT_FALSE(d.ipc_ns.empty());
   EXPECT_GT(c.cpus, 0);
   EXPECT_EQ(d.cpus, c.cpus);
+  c.cpu_mask.bits[0] = 0x5;
+  c.cpu_mask.bits[2] = uint64_t{1} << 63;
+  c.cpu_mask.beyond = 9;
+  d = decode_card(encode_card(c), 3, 0);
+  EXPECT_EQ(
+      std::memcmp(d.cpu_mask.bits, c.cpu_mask.bits, sizeof(c.cpu_mask.bits)),
+      0);
+  EXPECT_EQ(d.cpu_mask.beyond, 9u);
   EXPECT_TRUE(d.wires_set);
   EXPECT_FALSE(
       decode_card(encode_card(local_card(3, 2, false)), 3, 0).wires_set);
@@ -302,8 +310,9 @@ TEST(TcpCard, RoundTripAndValidation) {
             std::string::npos);
   {
     std::string huge = good;  // the hostname's length past the end
-    huge[21] = '\xff';
-    huge[22] = '\xff';
+    const size_t at = 21 + 8 * CpuMask::kWords + 4;
+    huge[at] = '\xff';
+    huge[at + 1] = '\xff';
     EXPECT_NE(bad(huge, 3).find("cut short"), std::string::npos);
   }
   c.cpus = -2;
