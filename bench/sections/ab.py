@@ -20,7 +20,7 @@ PLANES = os.environ.get("JACCL_AB_PLANES", "tcp,shm").split(",")
 OPS = os.environ.get("JACCL_AB_OPS", "all_sum,all_gather,all_to_all").split(",")
 RANKS = (2, 4)
 # (first size, last size, step factor, warm-up, iterations)
-GROUPS = [("8", "8", 8, 200, 2000), ("64K", "1M", 16, 20, 200),
+GROUPS = [("8", "8", 8, 2000, 20000), ("64K", "1M", 16, 20, 200),
           ("16M", "16M", 4, 3, 10)]
 QUICK_GROUPS = [("8", "8", 8, 20, 200), ("1M", "1M", 4, 3, 20)]
 
