@@ -43,8 +43,12 @@ struct SetupMsg {
   uint64_t pid_ns;
   uint8_t nonce[16];   // phase 1: names the socket and segment
   uint8_t secret[16];  // phase 1: what a client must show the socket
-  CpuMask cpus;        // phase 1: where this rank may run
-  char what[104];      // the failure, abridged
+  // A failed rank sends its failure, abridged; a working one, in phase 1,
+  // where it may run (the frame has no room for both).
+  union {
+    char what[136];
+    CpuMask cpus;
+  };
 };
 static_assert(sizeof(SetupMsg) <= SideChannel::kInlineBytes);
 constexpr uint64_t kSetupMagic = 0x3130505353434a6aull;  // "jJCSSP01"
@@ -243,14 +247,19 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     x.pid = static_cast<int32_t>(::getpid());
     x.uid = static_cast<uint32_t>(::geteuid());
     x.pid_ns = pid_namespace();
-    x.cpus = cpu_mask();
+    if (!x.failed) {
+      x.cpus = cpu_mask();
+    }
     return x;
   }();
   try {
     s.first = s.gather(w);
     std::vector<CpuMask> masks;
     for (int m : members) {
-      masks.push_back(s.first[static_cast<size_t>(m)].cpus);
+      const SetupMsg& f = s.first[static_cast<size_t>(m)];
+      if (!f.failed) {
+        masks.push_back(f.cpus);
+      }
     }
     s.host_cpus = cpus_in_union(masks);
     const SetupMsg& head = s.first[static_cast<size_t>(s.creator)];
