@@ -24,6 +24,12 @@
 // ON) and the loaded libfabric is one whose region layout was checked
 // (1.17 to 1.19, region versions 4 and 5); each region's own version is
 // checked again when it is mapped. No libfabric header here.
+//
+// Upstream: the lock is a plain process-shared spin lock by design (see
+// ofiwg/libfabric#7274 and PR #7275, which tried a shared mutex); none of
+// them is robust, and no upstream issue tracks a holder killed inside it.
+// A robust mutex (EOWNERDEAD) in the region would make this file
+// unnecessary.
 #pragma once
 
 #include <pthread.h>
