@@ -64,7 +64,9 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       base_(seg_.data()),
       state_(std::move(state)),
       keepalive_(std::move(keepalive)),
-      oversubscribed_(size > host_cpus) {
+      oversubscribed_(size > host_cpus),
+      // Registers this process before any step (shm_sync.h).
+      asymmetric_(!oversubscribed_ && asymmetric_fences()) {
   // A failure, revoke or abort wakes this group's sleepers at once (in
   // every process: the word is shared) instead of at their next slice.
   wake_link_ = std::make_shared<WakeLink>();
@@ -138,17 +140,21 @@ uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
   RankCtl& me = ctl(rank_);
   me.desc[s & 1] = d;
   note_cpu();
-  me.arrive.store(s, std::memory_order_seq_cst);
-  // Only a rank that finds everyone arrived wakes the sleepers (the last
-  // to arrive always does: its store and loads are seq_cst). Waking them at
-  // every arrival made a step of N ranks N^2 wake-ups, each rescanning N
-  // ranks.
-  bool all_in = true;
-  for (int q = 0; q < size_ && all_in; ++q) {
-    all_in = ctl(q).arrive.load(std::memory_order_seq_cst) >= s;
-  }
-  if (all_in) {
-    wake().bump();
+  me.arrive.store(s, std::memory_order_release);
+  waker_fence(asymmetric_);  // shm_sync.h: who pays for the store-load fence
+  if (wake().sleepers.load(std::memory_order_relaxed) != 0) {
+    // Only a rank that finds everyone arrived wakes the sleepers (the last
+    // of those that see a sleeper always does: they fence, and every other
+    // arrival is visible to the sleeper's recheck). Waking them at every
+    // arrival made a step of N ranks N^2 wake-ups, each rescanning N ranks.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool all_in = true;
+    for (int q = 0; q < size_ && all_in; ++q) {
+      all_in = ctl(q).arrive.load(std::memory_order_seq_cst) >= s;
+    }
+    if (all_in) {
+      wake().bump();
+    }
   }
   int first_missing = 0;  // arrivals only grow: earlier ranks stay arrived
   auto ready = [&] {
@@ -220,6 +226,7 @@ void ShmChannel::send(const void* in, size_t n, int dst, const Deadline& dl) {
       done += k;
       head += k;
       rc.head.store(head, std::memory_order_release);
+      waker_fence(asymmetric_);
       wake().bump();
     }
   };
@@ -253,6 +260,7 @@ void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
       done += k;
       tail += k;
       rc.tail.store(tail, std::memory_order_release);
+      waker_fence(asymmetric_);
       wake().bump();
     }
   };

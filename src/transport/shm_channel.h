@@ -116,7 +116,8 @@ class ShmChannel {
   // at the current step.
   template <class Ready, class Check>
   void wait(Ready ready, Check check, int peer = -1) {
-    wait_until(wake(), ready, check, [&] { return wait_mode(peer); });
+    wait_until(wake(), asymmetric_, ready, check,
+               [&] { return wait_mode(peer); });
   }
   // How to wait for `peer` (or the ranks not yet at the current step): spin
   // while they run elsewhere; yield when they share this rank's CPU (and
@@ -153,6 +154,9 @@ class ShmChannel {
   uint64_t step_ = 0;
   // More ranks than the members' CPUs: waits yield at once (wait_until).
   bool oversubscribed_ = false;
+  // Wakers fence lightly and sleepers heavily (shm_sync.h): every rank
+  // decides alike (from the same host_cpus and kernel).
+  bool asymmetric_ = false;
   // The first step at which this rank may move itself off a CPU it shares
   // with a rank it waits for (wait_mode: one try per kMoveEverySteps).
   uint64_t next_move_step_ = 0;

@@ -20,6 +20,31 @@ namespace jaccl::detail {
 
 inline constexpr size_t kCacheLine = 64;
 
+// A waker stores its progress, then looks for sleepers; a sleeper counts
+// itself, then re-checks the progress. Each side needs a store-load fence
+// between the two, or both may miss the other and the sleeper sleeps a whole
+// slice. On the waker's side that fence runs on every step and waits for
+// the stores just made to shared lines to drain (their cache misses
+// included: a visible part of a small op's time). Where ranks have a CPU
+// each, sleeping is rare, so the sleeper pays for both: heavy_fence() makes
+// every thread of every process that called asymmetric_fences() pass a
+// full barrier (membarrier(2), MEMBARRIER_CMD_GLOBAL_EXPEDITED), and the
+// waker's fence is a compiler barrier. Oversubscribed, ranks sleep often
+// and the membarrier's interrupts cost more than the fences: both sides
+// fence. A channel decides once, alike on every rank (`asymmetric`).
+//
+// asymmetric_fences(): registers this process (once); whether heavy_fence()
+// works. Every process of a channel calls it before its first step.
+bool asymmetric_fences();
+void heavy_fence();
+inline void waker_fence(bool asymmetric) {
+  if (asymmetric) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+}
+
 // One word others can sleep on. Writers publish their progress elsewhere,
 // then call bump(); sleepers re-check their condition after every wake.
 struct alignas(kCacheLine) WakeWord {
@@ -27,7 +52,8 @@ struct alignas(kCacheLine) WakeWord {
   std::atomic<uint32_t> sleepers{0};
 
   void bump() {
-    // seq_cst pairs with the sleeper's increment-then-recheck in wait_until.
+    // After the caller's waker_fence(): pairs with the sleeper's increment
+    // (and heavy_fence()) and recheck in wait_until.
     if (sleepers.load(std::memory_order_seq_cst) != 0) {
       word.fetch_add(1, std::memory_order_seq_cst);
       ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE,
@@ -46,9 +72,11 @@ enum class WaitMode {
 
 // Waits until ready() holds. check() runs every slice (and may throw: the
 // failure state, the deadline). Returns when ready. mode() says how to wait
-// (re-read as the wait goes on).
+// (re-read as the wait goes on). asymmetric: the channel's wakers fence
+// lightly (see waker_fence).
 template <class Ready, class Check, class Mode>
-void wait_until(WakeWord& ww, Ready ready, Check check, Mode mode) {
+void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
+                Mode mode) {
   using Clock = std::chrono::steady_clock;
   // 1. Spin without giving up the core: a peer that is running answers in
   //    well under a microsecond, and a yield here would hand the core to any
@@ -85,6 +113,9 @@ void wait_until(WakeWord& ww, Ready ready, Check check, Mode mode) {
   for (;;) {
     uint32_t seen = ww.word.load(std::memory_order_seq_cst);
     ww.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (asymmetric) {
+      heavy_fence();  // every waker's last store is now visible here
+    }
     // check() too before sleeping: a failure recorded before the increment
     // bumped no word, one recorded after it does (FailureState hooks,
     // ShmChannel), so the sleep ends at once either way.

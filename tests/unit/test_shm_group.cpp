@@ -16,6 +16,7 @@
 #include "common/affinity.h"
 #include "jaccl/jaccl.h"
 #include "transport/shm_copy.h"
+#include "transport/shm_sync.h"
 
 using namespace jaccl;
 using namespace jaccl::detail;
@@ -766,3 +767,34 @@ TEST(ShmGroup, BadDtypeIsUsageErrorAndGroupStillWorks) {
 }
 
 }  // namespace
+
+// A waiter that has run out of spinning sleeps on the wake word; a waker
+// that publishes and bumps wakes it, with either fence scheme (shm_sync.h):
+// the waker's light fence and the sleeper's membarrier, or a fence on both
+// sides. The waker starts only once the waiter counts as a sleeper.
+TEST(ShmSync, SleeperWakesWithEitherFenceScheme) {
+  for (bool asymmetric : {false, true}) {
+    if (asymmetric && !asymmetric_fences()) {
+      ADD_FAILURE() << "membarrier GLOBAL_EXPEDITED refused on this kernel";
+      continue;
+    }
+    WakeWord ww;
+    std::atomic<uint64_t> progress{0};
+    std::thread waker([&] {
+      while (ww.sleepers.load() == 0)
+        std::this_thread::yield();
+      progress.store(1, std::memory_order_release);
+      waker_fence(asymmetric);
+      ww.bump();
+    });
+    int checks = 0;
+    wait_until(
+        ww, asymmetric,
+        [&] { return progress.load(std::memory_order_acquire) == 1; },
+        [&] { ASSERT_LT(++checks, 200) << "still asleep after 200 slices"; },
+        [] { return WaitMode::kYield; });
+    waker.join();
+    EXPECT_EQ(progress.load(), 1u);
+    EXPECT_EQ(ww.sleepers.load(), 0u);
+  }
+}
