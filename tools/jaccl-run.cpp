@@ -16,10 +16,10 @@
 // jaccl-run exits with the failing rank's status (128+signal if it was
 // killed). With --elastic they carry on instead: the job ends when every
 // rank has exited, with the first failure's status and a closing line
-// naming which ranks finished and how the others ended. SIGINT/SIGTERM/SIGHUP are forwarded to the ranks, on every host
-// (a second one kills them at once), and jaccl-run then dies of the same
-// signal. Local ranks have PR_SET_PDEATHSIG(SIGKILL); remote ones die with
-// their ssh connection.
+// naming which ranks finished and how the others ended. SIGINT/SIGTERM/SIGHUP
+// are forwarded to the ranks, on every host (a second one kills them at once),
+// and jaccl-run then dies of the same signal. Local ranks have
+// PR_SET_PDEATHSIG(SIGKILL); remote ones die with their ssh connection.
 //
 // The pieces live in tools/run/: options, hosts (--hosts and hostfiles),
 // plan (what each rank runs), binding (--bind-to), remote (the ssh side),
