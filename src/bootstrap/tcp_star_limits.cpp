@@ -1,7 +1,6 @@
 // Copyright 2026 the jaccl authors.
 #include "bootstrap/tcp_star_limits.h"
 
-#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/fd_limit.h"
 #include "common/log.h"
 
 namespace jaccl::detail::star {
@@ -21,17 +21,6 @@ namespace {
 // their handshake, the rest of the process (logs, libraries).
 constexpr size_t kFdSlack = 64;
 
-size_t open_fds() {
-  size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (const dirent* e = ::readdir(d)) {
-      n += e->d_name[0] != '.';
-    }
-    ::closedir(d);
-  }
-  return n;
-}
-
 int read_int_file(const char* path) {
   std::ifstream f(path);
   long long v = -1;
@@ -41,41 +30,13 @@ int read_int_file(const char* path) {
   return static_cast<int>(std::min<long long>(v, 1 << 30));
 }
 
-std::string limit_text(rlim_t v) {
-  return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
-}
-
 }  // namespace
 
 void ensure_fd_room(size_t more, const std::string& who, int rank) {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-    return;
+  const std::string short_by = fd_room_shortfall(more, kFdSlack);
+  if (!short_by.empty()) {
+    raise(ErrorKind::Io, who + " " + short_by, {.rank = rank});
   }
-  const size_t need = open_fds() + more + kFdSlack;
-  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) {
-    return;
-  }
-  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
-    const rlim_t old = rl.rlim_cur;
-    rl.rlim_cur = static_cast<rlim_t>(need);
-    if (::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
-      JACCL_LOG(Info, who << " needs " << need << " open files: raised this "
-                          << "process's soft limit from " << old << " to "
-                          << need << " (hard limit " << limit_text(rl.rlim_max)
-                          << ")");
-      return;
-    }
-  }
-  raise(ErrorKind::Io,
-        who + " needs about " + std::to_string(need) +
-            " open files but this process may open " + limit_text(rl.rlim_cur) +
-            " (hard limit " + limit_text(rl.rlim_max) +
-            "): raise the open-file limit, e.g. ulimit -n " +
-            std::to_string(need) +
-            " (LimitNOFILE= under systemd, nofile in "
-            "/etc/security/limits.conf)",
-        {.rank = rank});
 }
 
 int listen_backlog(int size) {

@@ -708,7 +708,9 @@ TEST(Launcher, ElasticJobStillStopsOnASignal) {
 // hang or a vague timeout. `ulimit -n` in a shell sets both soft and hard.
 TEST(Launcher, TooFewOpenFilesForTheRanksPipesIsNamed) {
   ProcResult r = run("/bin/sh",
-                     {"-c", "ulimit -n 48; exec \"$0\" -n 40 -- \"$1\" say hi",
+                     {"-c",
+                      "ulimit -n 48; exec \"$0\" -n 40 -- \"$1\" say "
+                      "rank-started",
                       launcher(), probe()},
                      {}, kDeadline);
   EXPECT_EQ(r.exit_code, 1) << r.describe() << "\n" << r.output;
@@ -720,7 +722,7 @@ TEST(Launcher, TooFewOpenFilesForTheRanksPipesIsNamed) {
                           "ulimit -n"),
             std::string::npos)
       << r.output;
-  EXPECT_EQ(r.output.find("hi"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rank-started"), std::string::npos) << r.output;
 }
 
 TEST(Launcher, TooFewOpenFilesForTheControlMeshIsNamed) {

@@ -1,30 +1,16 @@
 // Copyright 2026 the jaccl authors.
 #include "run/limits.h"
 
-#include <dirent.h>
 #include <sys/resource.h>
 
 #include <cerrno>
 #include <fstream>
 
+#include "common/fd_limit.h"
+
 namespace jaccl::run {
 
 namespace {
-
-size_t open_fds() {
-  size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (const dirent* e = ::readdir(d)) {
-      n += e->d_name[0] != '.';
-    }
-    ::closedir(d);
-  }
-  return n;
-}
-
-std::string text(rlim_t v) {
-  return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
-}
 
 std::string first_word(const std::string& path) {
   std::ifstream f(path);
@@ -47,26 +33,7 @@ std::string cgroup_dir() {
 }  // namespace
 
 std::string ensure_fd_room(size_t more) {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-    return "";
-  }
-  const size_t need = open_fds() + more + 32;
-  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) {
-    return "";
-  }
-  if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need) {
-    rl.rlim_cur = static_cast<rlim_t>(need);
-    if (::setrlimit(RLIMIT_NOFILE, &rl) == 0) {
-      return "";
-    }
-  }
-  return "needs about " + std::to_string(need) +
-         " open files (pipes to the ranks' output) but may open " +
-         text(rl.rlim_cur) + " (hard limit " + text(rl.rlim_max) +
-         "): raise the open-file limit, e.g. ulimit -n " +
-         std::to_string(need) +
-         " (LimitNOFILE= under systemd, nofile in /etc/security/limits.conf)";
+  return detail::fd_room_shortfall(more, 32, "pipes to the ranks' output");
 }
 
 std::string limit_hint(int err) {
@@ -74,7 +41,8 @@ std::string limit_hint(int err) {
   switch (err) {
     case EMFILE:
       ::getrlimit(RLIMIT_NOFILE, &rl);
-      return " (the open-file limit of this process, " + text(rl.rlim_cur) +
+      return " (the open-file limit of this process, " +
+             detail::limit_text(rl.rlim_cur) +
              ", is reached: raise ulimit -n; jaccl-run holds two pipes per "
              "rank)";
     case ENFILE:
@@ -84,9 +52,9 @@ std::string limit_hint(int err) {
     case EAGAIN: {
       ::getrlimit(RLIMIT_NPROC, &rl);
       const std::string cg = cgroup_dir();
-      return " (a process limit is reached: ulimit -u is " + text(rl.rlim_cur) +
-             ", kernel.pid_max " + first_word("/proc/sys/kernel/pid_max") +
-             ", kernel.threads-max " +
+      return " (a process limit is reached: ulimit -u is " +
+             detail::limit_text(rl.rlim_cur) + ", kernel.pid_max " +
+             first_word("/proc/sys/kernel/pid_max") + ", kernel.threads-max " +
              first_word("/proc/sys/kernel/threads-max") +
              (cg.empty()
                   ? std::string()
