@@ -28,6 +28,8 @@
 #include <ctime>
 #include <string>
 
+#include "wall_clock.h"
+
 namespace {
 
 // CPU ms (user + system, every thread) and minor faults so far.
@@ -40,13 +42,6 @@ void usage(double* cpu_ms, double* faults) {
   };
   *cpu_ms = ms(ru.ru_utime) + ms(ru.ru_stime);
   *faults = static_cast<double>(ru.ru_minflt);
-}
-
-double realtime_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 +
-         static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 }  // namespace

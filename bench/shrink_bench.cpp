@@ -18,16 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 
-namespace {
-
-double realtime_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 +
-         static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-}  // namespace
+#include "wall_clock.h"
 
 int main() {
   try {
