@@ -408,6 +408,16 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
           << "rank " << r << "\n"
           << all;
     }
+    // hier: the new group's segment of this rank's host, if it shares it.
+    if (c.plane == "hier") {
+      const auto host = [&](int x) { return x < (c.n + 1) / 2 ? 0 : 1; };
+      const auto mates = std::count_if(
+          live.begin(), live.end(), [&](int x) { return host(x) == host(r); });
+      EXPECT_EQ(line_of(rs[r].output, "SEGMENTS "),
+                mates > 1 ? "SEGMENTS 1" : "SEGMENTS 0")
+          << "rank " << r << "\n"
+          << all;
+    }
   }
   // One agreed set on every survivor: the ranks that died before it.
   EXPECT_EQ(agreed, std::set<std::string>{"AGREED " + list(c.victims)}) << all;

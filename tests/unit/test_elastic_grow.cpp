@@ -202,6 +202,10 @@ std::string backend_of(const std::string& plane) {
   return plane == "hier" ? "shm+" : plane;
 }
 
+void PrintTo(const GrowCase& c, std::ostream* os) {
+  *os << c.plane << " " << c.channel << " kill " << list(c.victims);
+}
+
 class ElasticGrow : public ::testing::TestWithParam<GrowCase> {};
 
 TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
