@@ -316,6 +316,17 @@ Plane make_plane(const std::string& name) {
   return p;
 }
 
+// A rank's "READY <backend>" line names the plane's backend (a job that
+// fell back to another plane would test the wrong code).
+bool on_plane(const std::string& plane, const std::string& output) {
+  const std::string ready = line_of(output, "READY ");
+  const std::string want = plane == "tcp"   ? "READY tcp"
+                           : plane == "shm" ? "READY shm"
+                           : plane == "ofi" ? "READY ofi"
+                                            : "READY shm+";
+  return plane == "shm" ? ready == want : ready.rfind(want, 0) == 0;
+}
+
 struct KillCase {
   std::string plane;
   std::string op;
@@ -369,6 +380,7 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
       continue;
     }
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane(c.plane, rs[r].output)) << "rank " << r << "\n" << all;
     // PeerLost; Revoked (naming the death too) when this rank started an
     // op just after another survivor had revoked.
     const std::string err = line_of(rs[r].output, "ERROR ");
@@ -393,6 +405,16 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
     if (c.plane == "shm") {
       EXPECT_EQ(line_of(rs[r].output, "SEGMENTS "),
                 live.size() > 1 ? "SEGMENTS 1" : "SEGMENTS 0")
+          << "rank " << r << "\n"
+          << all;
+    }
+    // hier: the new group's segment of this rank's host, if it shares it.
+    if (c.plane == "hier") {
+      const auto host = [&](int x) { return x < (c.n + 1) / 2 ? 0 : 1; };
+      const auto mates = std::count_if(
+          live.begin(), live.end(), [&](int x) { return host(x) == host(r); });
+      EXPECT_EQ(line_of(rs[r].output, "SEGMENTS "),
+                mates > 1 ? "SEGMENTS 1" : "SEGMENTS 0")
           << "rank " << r << "\n"
           << all;
     }
@@ -429,6 +451,8 @@ std::vector<KillCase> kill_cases() {
   out.push_back({"hier", "all_sum", 4, {0, 3}, -1, 7});
   out.push_back({"shm", "all_sum", 8, {5}, -1, 8});
   out.push_back({"tcp", "sum_scatter", 8, {0, 6}, -1, 9});
+  out.push_back({"ofi", "all_to_all", 8, {3}, -1, 15});
+  out.push_back({"hier", "all_gather", 8, {0, 5}, -1, 16});
   out.push_back({"tcp", "all_sum", 4, {2}, 0, 10});
   out.push_back({"shm", "barrier", 4, {3}, 1, 12});
   out.push_back({"ofi", "all_sum", 4, {1}, 0, 13});
@@ -443,10 +467,17 @@ INSTANTIATE_TEST_SUITE_P(Planes, ElasticKill, ::testing::ValuesIn(kill_cases()),
 
 // A stopped rank is left out; woken, it reads that it was excluded, and the
 // survivors' new group keeps giving right results.
+// A plane-parameterised test's name: the plane.
+std::string plane_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
 class ElasticStop : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ElasticStop, WokenRankIsExcludedAndHarmless) {
   Plane plane = make_plane(GetParam());
+  if (!plane.skip.empty())
+    GTEST_SKIP() << plane.skip;
   const int n = 3, victim = 1;
   jaccl::test::TempDir dir;
   const std::string resumed = dir / "resumed";
@@ -472,6 +503,8 @@ TEST_P(ElasticStop, WokenRankIsExcludedAndHarmless) {
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane(GetParam(), rs[r].output)) << "rank " << r << "\n"
+                                                    << all;
     if (r == victim) {
       EXPECT_EQ(line_of(rs[r].output, "ERROR ").rfind("ERROR Excluded | ", 0),
                 0u)
@@ -494,7 +527,9 @@ TEST_P(ElasticStop, WokenRankIsExcludedAndHarmless) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Planes, ElasticStop, ::testing::Values("tcp", "shm"));
+INSTANTIATE_TEST_SUITE_P(Planes, ElasticStop,
+                         ::testing::Values("tcp", "shm", "ofi", "hier"),
+                         plane_name);
 
 // A split child that loses a member shrinks like any group; the other
 // child keeps working; the parent shrinks too.
@@ -517,6 +552,8 @@ TEST_P(ElasticSplit, ChildShrinks) {
       continue;
     }
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane(GetParam(), rs[r].output)) << "rank " << r << "\n"
+                                                    << all;
     if (r / 3 == victim / 3) {
       const std::string err = line_of(rs[r].output, "ROW_ERROR ");
       EXPECT_EQ(err.rfind("ROW_ERROR PeerLost | ", 0), 0u) << all;
@@ -534,7 +571,8 @@ TEST_P(ElasticSplit, ChildShrinks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Planes, ElasticSplit,
-                         ::testing::Values("tcp", "shm", "hier"));
+                         ::testing::Values("tcp", "shm", "hier", "ofi"),
+                         plane_name);
 
 // abort() from another thread ends a recv that would never complete; the
 // peers see the rank as failed and carry on without it.
@@ -542,6 +580,8 @@ class ElasticAbort : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ElasticAbort, FromAnotherThread) {
   Plane plane = make_plane(GetParam());
+  if (!plane.skip.empty())
+    GTEST_SKIP() << plane.skip;
   const int n = 3, aborter = 1;
   Job job = start(plane, "abort", n, [&](int) {
     return Env{{"ELASTIC_ABORTER", std::to_string(aborter)}};
@@ -550,6 +590,8 @@ TEST_P(ElasticAbort, FromAnotherThread) {
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane(GetParam(), rs[r].output)) << "rank " << r << "\n"
+                                                    << all;
     if (r == aborter) {
       EXPECT_EQ(
           line_of(rs[r].output, "ABORTED ").rfind("ABORTED Aborted | ", 0), 0u)
@@ -578,7 +620,9 @@ TEST_P(ElasticAbort, FromAnotherThread) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Planes, ElasticAbort, ::testing::Values("tcp", "shm"));
+INSTANTIATE_TEST_SUITE_P(Planes, ElasticAbort,
+                         ::testing::Values("tcp", "shm", "ofi", "hier"),
+                         plane_name);
 
 // revoke() reaches a member waiting in a recv and an idle one; nobody
 // failed, so the shrunk group has every rank.
@@ -586,12 +630,16 @@ class ElasticRevoke : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ElasticRevoke, ReachesWaitingAndIdleMembers) {
   Plane plane = make_plane(GetParam());
+  if (!plane.skip.empty())
+    GTEST_SKIP() << plane.skip;
   const int n = 3;
   Job job = start(plane, "revoke", n, [&](int) { return Env{}; });
   auto rs = job.wait(90s);
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane(GetParam(), rs[r].output)) << "rank " << r << "\n"
+                                                    << all;
     const std::string rev = line_of(rs[r].output, "REVOKED ");
     EXPECT_EQ(rev.rfind("REVOKED Revoked | ", 0), 0u) << all;
     if (r == 1) {
@@ -609,6 +657,7 @@ TEST_P(ElasticRevoke, ReachesWaitingAndIdleMembers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Planes, ElasticRevoke,
-                         ::testing::Values("tcp", "shm"));
+                         ::testing::Values("tcp", "shm", "ofi", "hier"),
+                         plane_name);
 
 }  // namespace

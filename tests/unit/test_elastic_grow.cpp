@@ -2,8 +2,9 @@
 // Growing a group (Group::grow, Config::set_join / JACCL_JOIN): the kv://
 // store, members and newcomers as threads over a factory, then real
 // processes (tests/workers/elastic_worker): kill a rank (rank 0 too, two at
-// once), shrink, start replacements, grow back and check every op, on TCP
-// and shm, over kv:// and file://; newcomers of the wrong size or a stale
+// once), shrink, start replacements, grow back and check every op, on TCP,
+// shm, ofi (tcp;ofi_rxm) and the hierarchical plane (two hosts of IPC
+// namespaces), over kv:// and file://; newcomers of the wrong size or a stale
 // generation fail at once, saying so. Deadlines only bound hangs.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@
 #include "jaccl/error.h"
 #include "jaccl/jaccl.h"
 #include "support/fixtures.h"
+#include "support/ipc_hosts.h"
 #include "support/proc.h"
 
 namespace {
@@ -189,18 +192,47 @@ std::string list(const std::vector<int>& v) {
 }
 
 struct GrowCase {
-  std::string plane;    // tcp, shm
+  std::string plane;    // tcp, shm, ofi, hier
   std::string channel;  // kv, file
   std::vector<int> victims;
 };
+
+// The start of a plane's backend name, as the GROWN line shows it.
+std::string backend_of(const std::string& plane) {
+  return plane == "hier" ? "shm+" : plane;
+}
+
+void PrintTo(const GrowCase& c, std::ostream* os) {
+  *os << c.plane << " " << c.channel << " kill " << list(c.victims);
+}
 
 class ElasticGrow : public ::testing::TestWithParam<GrowCase> {};
 
 TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
   const GrowCase& c = GetParam();
   const int n = 4;
+  // hier: ranks 0,1 on one host, 2,3 on the other; a replacement starts on
+  // the host its victim was on, so the grown group spans both again.
+  std::unique_ptr<jaccl::test::IpcHosts> hosts;
+  if (c.plane == "hier") {
+    hosts = std::make_unique<jaccl::test::IpcHosts>(2);
+    if (!hosts->error().empty())
+      GTEST_SKIP() << hosts->error();
+  }
+  auto host_of = [&](int r) { return r < n / 2 ? 0 : 1; };
+  auto launch = [&](int count, const std::function<int(int)>& host,
+                    const std::function<Env(int)>& env) {
+    if (!hosts)
+      return Job::start(worker(), {"grow"}, count, env);
+    std::vector<int> on;
+    for (int i = 0; i < count; ++i)
+      on.push_back(host(i));
+    return jaccl::test::start_on_hosts(*hosts, on, worker(), {"grow"}, env);
+  };
   const int port = jaccl::test::free_loopback_port();
-  const std::string transport = c.plane == "tcp" ? "tcp" : "auto";
+  const std::string transport = c.plane == "tcp"   ? "tcp"
+                                : c.plane == "ofi" ? "ofi:tcp;ofi_rxm"
+                                                   : "auto";
   jaccl::test::TempDir dir;
   std::unique_ptr<jaccl::detail::KvServer> kv;
   std::string channel = "file://" + dir.path();
@@ -214,10 +246,14 @@ TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
     e["JACCL_OP_TIMEOUT"] = "60";
     e["JACCL_GROW_CHANNEL"] = channel;
     e["JACCL_JOB"] = job_id;
-    e["JACCL_TRANSPORT"] = transport;
+    // As coordinator_rank_env spells "ofi:<provider>", for the newcomers.
+    const bool ofi = transport.rfind("ofi:", 0) == 0;
+    e["JACCL_TRANSPORT"] = ofi ? "ofi" : transport;
+    if (ofi)
+      e["JACCL_OFI_PROVIDER"] = transport.substr(4);
     return e;
   };
-  Job job = Job::start(worker(), {"grow"}, n, [&](int r) {
+  Job job = launch(n, host_of, [&](int r) {
     Env e = common(jaccl::test::coordinator_rank_env(r, n, port, transport));
     e["ELASTIC_VICTIMS"] = list(c.victims);
     e["ELASTIC_SEED"] = "7";
@@ -239,7 +275,7 @@ TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
   };
   // One started for another size fails at once, saying why.
   {
-    Job bad = Job::start(worker(), {"grow"}, 1, [&](int r) {
+    Job bad = launch(1, host_of, [&](int r) {
       Env e = newcomer(r);
       e["JACCL_SIZE"] = "7";
       return e;
@@ -255,7 +291,10 @@ TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
         << rs[0].output;
   }
   const int k = static_cast<int>(c.victims.size());
-  Job joiners = Job::start(worker(), {"grow"}, k, [&](int i) {
+  auto victim_host = [&](int i) {
+    return host_of(c.victims[static_cast<size_t>(i)]);
+  };
+  Job joiners = launch(k, victim_host, [&](int i) {
     Env e = newcomer(i);
     if (k > 1) {  // several newcomers name their ranks
       e["JACCL_RANK"] = std::to_string(n - k + i);
@@ -284,17 +323,18 @@ TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
     EXPECT_NE(g.find(" rank=" + std::to_string(n - k + i)), std::string::npos)
         << g;
   }
-  if (c.plane == "shm") {
-    for (int r = 0; r < n; ++r) {
-      if (rs[r].exited_ok()) {
-        EXPECT_NE(line_of(rs[r].output, "GROWN ").find(" shm"),
-                  std::string::npos)
-            << all;
-      }
+  // The grown group is on the plane, members and newcomers alike.
+  const std::string on = "GROWN 4 " + backend_of(c.plane);
+  for (int r = 0; r < n; ++r) {
+    if (rs[r].exited_ok()) {
+      EXPECT_EQ(line_of(rs[r].output, "GROWN ").rfind(on, 0), 0u) << all;
     }
   }
+  for (int i = 0; i < k; ++i) {
+    EXPECT_EQ(line_of(js[i].output, "GROWN ").rfind(on, 0), 0u) << all;
+  }
   // A newcomer for the generation that is done: stale, said at once.
-  Job stale = Job::start(worker(), {"grow"}, 1, newcomer);
+  Job stale = launch(1, host_of, newcomer);
   auto ss = stale.wait(60s);
   EXPECT_EQ(ss[0].exit_code, 3) << ss[0].output;
   EXPECT_NE(ss[0].output.find("a stale joiner"), std::string::npos)
@@ -307,7 +347,10 @@ INSTANTIATE_TEST_SUITE_P(Planes, ElasticGrow,
                          ::testing::Values(GrowCase{"tcp", "kv", {0}},
                                            GrowCase{"shm", "kv", {2}},
                                            GrowCase{"shm", "file", {0}},
-                                           GrowCase{"tcp", "file", {0, 2}}),
+                                           GrowCase{"tcp", "file", {0, 2}},
+                                           GrowCase{"ofi", "kv", {1}},
+                                           GrowCase{"hier", "kv", {0}},
+                                           GrowCase{"hier", "file", {1, 2}}),
                          [](const auto& info) {
                            const GrowCase& c = info.param;
                            std::string s = c.plane + "_" + c.channel + "_kill";
