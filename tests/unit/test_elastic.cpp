@@ -290,8 +290,8 @@ Job start(Plane& plane, const std::string& mode, int n,
                                                 : "auto";
   auto env = [&, transport](int r) {
     Env e = jaccl::test::coordinator_rank_env(r, n, port, transport);
-    e["JACCL_TIMEOUT"] = "20";
-    e["JACCL_OP_TIMEOUT"] = "60";
+    e["JACCL_TIMEOUT"] = std::to_string(20 * jaccl::test::slowdown());
+    e["JACCL_OP_TIMEOUT"] = std::to_string(60 * jaccl::test::slowdown());
     for (const auto& [k, v] : extra(r))
       e[k] = v;
     return e;
@@ -366,7 +366,7 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
     }
     return e;
   });
-  auto rs = job.wait(120s);
+  auto rs = job.wait(120s * jaccl::test::slowdown());
   const std::string all = all_output(rs);
   std::vector<int> live;
   for (int r = 0; r < c.n; ++r) {
@@ -487,19 +487,21 @@ TEST_P(ElasticStop, WokenRankIsExcludedAndHarmless) {
                {"JACCL_HEARTBEAT_TIMEOUT", "1"}};
   });
   for (int r = 0; r < n; ++r) {
-    ASSERT_TRUE(job.wait_for_output(r, "LOOPING", 60s))
+    ASSERT_TRUE(
+        job.wait_for_output(r, "LOOPING", 60s * jaccl::test::slowdown()))
         << all_output(job.wait(1s));
   }
   std::this_thread::sleep_for(100ms);
   job.kill(victim, SIGSTOP);
   for (int r = 0; r < n; ++r) {
-    if (r != victim && !job.wait_for_output(r, "VERIFIED ", 60s))
+    if (r != victim &&
+        !job.wait_for_output(r, "VERIFIED ", 60s * jaccl::test::slowdown()))
       break;  // the checks below say what it printed
   }
   job.kill(victim, SIGCONT);
-  job.wait_for_output(victim, "SHRINK ", 30s);
+  job.wait_for_output(victim, "SHRINK ", 30s * jaccl::test::slowdown());
   std::ofstream(resumed) << "go";
-  auto rs = job.wait(60s);
+  auto rs = job.wait(60s * jaccl::test::slowdown());
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
@@ -544,7 +546,7 @@ TEST_P(ElasticSplit, ChildShrinks) {
     return Env{{"ELASTIC_VICTIMS", std::to_string(victim)},
                {"ELASTIC_ROW", "3"}};
   });
-  auto rs = job.wait(120s);
+  auto rs = job.wait(120s * jaccl::test::slowdown());
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     if (r == victim) {
@@ -586,7 +588,7 @@ TEST_P(ElasticAbort, FromAnotherThread) {
   Job job = start(plane, "abort", n, [&](int) {
     return Env{{"ELASTIC_ABORTER", std::to_string(aborter)}};
   });
-  auto rs = job.wait(90s);
+  auto rs = job.wait(90s * jaccl::test::slowdown());
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
@@ -634,7 +636,7 @@ TEST_P(ElasticRevoke, ReachesWaitingAndIdleMembers) {
     GTEST_SKIP() << plane.skip;
   const int n = 3;
   Job job = start(plane, "revoke", n, [&](int) { return Env{}; });
-  auto rs = job.wait(90s);
+  auto rs = job.wait(90s * jaccl::test::slowdown());
   const std::string all = all_output(rs);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
