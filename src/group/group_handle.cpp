@@ -29,7 +29,7 @@ int GroupHandle::job_rank(int member) const {
 }
 
 template <class F>
-void GroupHandle::guarded(F&& f) {
+void GroupHandle::naming_job_ranks(F&& f) {
   if (names_.empty()) {
     f();
     return;
@@ -42,53 +42,53 @@ void GroupHandle::guarded(F&& f) {
 }
 
 void GroupHandle::all_sum(const void* in, void* out, size_t n, int dtype) {
-  guarded([&] { inner_->all_sum(in, out, n, dtype); });
+  naming_job_ranks([&] { inner_->all_sum(in, out, n, dtype); });
 }
 void GroupHandle::all_max(const void* in, void* out, size_t n, int dtype) {
-  guarded([&] { inner_->all_max(in, out, n, dtype); });
+  naming_job_ranks([&] { inner_->all_max(in, out, n, dtype); });
 }
 void GroupHandle::all_min(const void* in, void* out, size_t n, int dtype) {
-  guarded([&] { inner_->all_min(in, out, n, dtype); });
+  naming_job_ranks([&] { inner_->all_min(in, out, n, dtype); });
 }
 void GroupHandle::all_gather(const void* in, void* out, size_t n) {
-  guarded([&] { inner_->all_gather(in, out, n); });
+  naming_job_ranks([&] { inner_->all_gather(in, out, n); });
 }
 void GroupHandle::sum_scatter(const void* in, void* out, size_t n, int dtype) {
-  guarded([&] { inner_->sum_scatter(in, out, n, dtype); });
+  naming_job_ranks([&] { inner_->sum_scatter(in, out, n, dtype); });
 }
 void GroupHandle::send(const void* in, size_t n, int dst) {
-  guarded([&] { inner_->send(in, n, dst); });
+  naming_job_ranks([&] { inner_->send(in, n, dst); });
 }
 void GroupHandle::recv(void* out, size_t n, int src) {
-  guarded([&] { inner_->recv(out, n, src); });
+  naming_job_ranks([&] { inner_->recv(out, n, src); });
 }
 void GroupHandle::barrier() {
-  guarded([&] { inner_->barrier(); });
+  naming_job_ranks([&] { inner_->barrier(); });
 }
 void GroupHandle::broadcast(void* buf, size_t n, int root) {
-  guarded([&] { inner_->broadcast(buf, n, root); });
+  naming_job_ranks([&] { inner_->broadcast(buf, n, root); });
 }
 
 void GroupHandle::all_to_all(const void* in, void* out, size_t n) {
-  guarded([&] { inner_->all_to_all(in, out, n); });
+  naming_job_ranks([&] { inner_->all_to_all(in, out, n); });
 }
 void GroupHandle::all_to_allv(const void* in, std::span<const size_t> send,
                               void* out, std::span<const size_t> recv) {
-  guarded([&] { inner_->all_to_allv(in, send, out, recv); });
+  naming_job_ranks([&] { inner_->all_to_allv(in, send, out, recv); });
 }
 void GroupHandle::all_reduce(const void* in, void* out, size_t n, int dtype,
                              ReduceOp op) {
-  guarded([&] { inner_->all_reduce(in, out, n, dtype, op); });
+  naming_job_ranks([&] { inner_->all_reduce(in, out, n, dtype, op); });
 }
 void GroupHandle::reduce(const void* in, void* out, size_t n, int dtype,
                          ReduceOp op, int root) {
-  guarded([&] { inner_->reduce(in, out, n, dtype, op, root); });
+  naming_job_ranks([&] { inner_->reduce(in, out, n, dtype, op, root); });
 }
 void GroupHandle::gather(const void* in, void* out, size_t n, int root) {
-  guarded([&] { inner_->gather(in, out, n, root); });
+  naming_job_ranks([&] { inner_->gather(in, out, n, root); });
 }
 void GroupHandle::scatter(const void* in, void* out, size_t n, int root) {
-  guarded([&] { inner_->scatter(in, out, n, root); });
+  naming_job_ranks([&] { inner_->scatter(in, out, n, root); });
 }
 
 std::shared_ptr<Group> GroupHandle::split(int color, int key) {

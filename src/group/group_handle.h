@@ -64,7 +64,7 @@ class GroupHandle final : public Group {
  private:
   // Runs f; a child rethrows a jaccl::Error with job ranks in its fields.
   template <class F>
-  void guarded(F&& f);
+  void naming_job_ranks(F&& f);
 
   std::shared_ptr<Group> inner_;
   Config cfg_;

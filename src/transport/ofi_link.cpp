@@ -30,7 +30,7 @@ constexpr int kFdSleepMs = 1;
 
 // One wire of this rank: an RDM endpoint on which every peer's link of
 // that wire posts.
-struct Wire {
+struct OfiWire {
   std::shared_ptr<ofi::Domain> domain;  // outlives the endpoint
   // shm only: frees the region locks a killed peer left held once the
   // group has failed (see shm_lock_rescue.h). Set by insert_peers, before
@@ -61,7 +61,7 @@ class OfiLink final : public Link {
  public:
   // Tags name the group and the ordered pair, so messages of one pair never
   // match another's receive even where a provider ignores the source.
-  OfiLink(std::shared_ptr<Wire> wire, std::shared_ptr<FailureState> state,
+  OfiLink(std::shared_ptr<OfiWire> wire, std::shared_ptr<FailureState> state,
           int member, uint64_t tag, int rank, int peer)
       : wire_(std::move(wire)),
         state_(std::move(state)),
@@ -380,7 +380,7 @@ class OfiLink final : public Link {
     return any;
   }
 
-  std::shared_ptr<Wire> wire_;
+  std::shared_ptr<OfiWire> wire_;
   std::shared_ptr<FailureState> state_;  // the group's, for the verdict
   int member_;
   uint64_t stag_;
@@ -425,7 +425,7 @@ std::string from_hex(const std::string& s, int from, int me) {
 struct OfiNet::Impl {
   int rank = -1;
   std::shared_ptr<ofi::Domain> domain;
-  std::vector<std::shared_ptr<Wire>> wires;
+  std::vector<std::shared_ptr<OfiWire>> wires;
 };
 
 OfiNet::OfiNet(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -480,7 +480,7 @@ std::shared_ptr<OfiNet> OfiNet::open(const Config& cfg) {
   impl->rank = o.rank;
   impl->domain = ofi::Domain::open(o);
   for (int w = 0; w < ofi_wires(cfg); ++w) {
-    auto wire = std::make_shared<Wire>();
+    auto wire = std::make_shared<OfiWire>();
     wire->domain = impl->domain;
     wire->ep = impl->domain->make_endpoint();
     impl->wires.push_back(std::move(wire));
