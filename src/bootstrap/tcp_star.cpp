@@ -206,7 +206,8 @@ class Client {
     if (h->status == star::Status::Error) {
       std::string msg(h->length, '\0');
       recv_reply(msg.data(), msg.size(), dl);
-      raise(h->kind, "coordinator reports: " + msg, {.rank = o_.rank});
+      raise(h->kind, "coordinator reports: " + Detail::from_wire(msg),
+            {.rank = o_.rank});
     }
     const size_t want = n * static_cast<size_t>(o_.size);
     const bool coded = (h->flags & star::kCoded) != 0;

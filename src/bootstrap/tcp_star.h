@@ -81,8 +81,8 @@ bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
 
 // Why rank 0 refuses a connection that completed the handshake, or "" to
 // admit it. connected[r] tells whether rank r already has a connection.
-std::string admission_problem(const Hello& h, int size, uint64_t job,
-                              const std::vector<bool>& connected);
+Detail admission_problem(const Hello& h, int size, uint64_t job,
+                         const std::vector<bool>& connected);
 
 }  // namespace star
 

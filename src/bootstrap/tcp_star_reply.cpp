@@ -90,7 +90,7 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
         }
       }
       fail(ErrorKind::Timeout, timeout_text() + " sending the result of " +
-                                   call_name() + " to " + ranks_phrase(who) +
+                                   call_name() + " to " + ranks_ref(who) +
                                    " (they stopped reading)");
     }
     const int k = wait_events(dl, -1);
@@ -109,8 +109,14 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
 // Tells every connected rank about the failure (best effort, bounded),
 // then throws it here. Ranks in the middle of a reply cannot take another
 // frame; they see the connection close instead.
-void Server::fail(ErrorKind kind, const std::string& what) {
-  const std::string body = what.substr(0, kMaxErrorMessage);
+void Server::fail(ErrorKind kind, const Detail& what) {
+  // The ranks travel as numbers, so a client's error keeps them as fields;
+  // a wire form too long for the frame (every one of thousands of ranks)
+  // goes as the shown text, whose lists stop at 16.
+  std::string body = what.to_wire();
+  if (body.size() > kMaxErrorMessage) {
+    body = escape_detail(what.str()).substr(0, kMaxErrorMessage);
+  }
   auto head = encode_reply({Status::Error, kind, body.size()});
   std::vector<int> targets;
   for (int r = 1; r < o_.size; ++r) {

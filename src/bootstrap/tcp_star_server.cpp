@@ -97,7 +97,7 @@ void Server::serve(const char* src, char* dst, size_t n) {
   }
   if (lost_rank_ >= 0) {
     fail(ErrorKind::PeerLost,
-         "rank " + std::to_string(lost_rank_) +
+         rank_ref(lost_rank_) +
              " lost its connection to the coordinator after all-gather #" +
              std::to_string(seq_ - 1) + " (it exited or crashed?)");
   }
@@ -166,7 +166,7 @@ void Server::serve(const char* src, char* dst, size_t n) {
                        << ms_since(t1) << " ms");
 }
 
-std::string Server::timeout_message() {
+Detail Server::timeout_message() {
   std::vector<int> missing, waiting;
   for (int r = 1; r < o_.size; ++r) {
     if (!conns_[r].fd.valid()) {
@@ -175,9 +175,9 @@ std::string Server::timeout_message() {
       waiting.push_back(r);
     }
   }
-  std::string what = timeout_text() + " waiting for ";
+  Detail what = timeout_text() + " waiting for ";
   if (!missing.empty()) {
-    what += ranks_phrase(missing) + " to connect to coordinator " + address_;
+    what += ranks_ref(missing) + " to connect to coordinator " + address_;
     for (int r : missing) {
       auto it = refused_.find(r);
       if (it != refused_.end()) {
@@ -193,7 +193,7 @@ std::string Server::timeout_message() {
     }
   }
   if (!waiting.empty()) {
-    what += ranks_phrase(waiting) + " to join " + call_name() +
+    what += ranks_ref(waiting) + " to join " + call_name() +
             " at coordinator " + address_;
   }
   return what;
@@ -269,10 +269,10 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
       if (why.rfind("closed", 0) == 0) {
         why += " (the rank gave up: does it have another JACCL_TOKEN?)";
       }
-      refused_[h.rank] = "a connection claiming rank " +
-                         std::to_string(h.rank) + " from " + p.from +
-                         " failed the handshake: " + why;
-      JACCL_LOG(Warn, "coordinator " << address_ << ": " << refused_[h.rank]);
+      refused_[h.rank] = "a connection claiming " + rank_ref(h.rank) +
+                         " from " + p.from + " failed the handshake: " + why;
+      JACCL_LOG(Warn,
+                "coordinator " << address_ << ": " << refused_[h.rank].str());
     } else {
       JACCL_LOG(Info, "coordinator " << address_
                                      << ": dropped a connection from " << p.from
@@ -280,7 +280,7 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
     }
     return;
   }
-  std::string why = admission_problem(h, o_.size, job_, connected_);
+  const Detail why = admission_problem(h, o_.size, job_, connected_);
   try {
     send_verdict(p.fd.get(), why.empty(), why,
                  Deadline::after(kSmallSendBudget), {.rank = 0});
@@ -291,11 +291,10 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
   }
   if (!why.empty()) {
     JACCL_LOG(Warn, "coordinator " << address_ << ": refused a connection "
-                                   << "from " << p.from << ": " << why);
+                                   << "from " << p.from << ": " << why.str());
     if (ours && !connected_[h.rank]) {
-      refused_[h.rank] = "a connection claiming rank " +
-                         std::to_string(h.rank) + " from " + p.from +
-                         " was refused: " + why;
+      refused_[h.rank] = "a connection claiming " + rank_ref(h.rank) +
+                         " from " + p.from + " was refused: " + why;
     }
     return;
   }
@@ -343,7 +342,7 @@ void Server::read_request(int r, char* dst, size_t n) {
       std::string how = k == 0 ? std::string("closed its connection")
                                : std::string("lost its connection (") +
                                      std::strerror(e) + ")";
-      fail(ErrorKind::PeerLost, "rank " + std::to_string(r) + " " + how +
+      fail(ErrorKind::PeerLost, rank_ref(r) + " " + how +
                                     " to the coordinator during " +
                                     call_name() + " (it exited or crashed?)");
     }
@@ -352,9 +351,8 @@ void Server::read_request(int r, char* dst, size_t n) {
       if (c.req_have == kRequestBytes) {
         auto m = decode_request(c.req);
         if (!m) {
-          fail(ErrorKind::Protocol, "rank " + std::to_string(r) +
-                                        " sent a malformed request " + "for " +
-                                        call_name());
+          fail(ErrorKind::Protocol, rank_ref(r) + " sent a malformed request " +
+                                        "for " + call_name());
         }
         c.n = *m;
         c.coded_ok = (request_flags(c.req) & kAcceptsCoded) != 0;
@@ -378,10 +376,10 @@ void Server::check_sizes(size_t n) {
   if (by_size.size() == 1) {
     return;
   }
-  std::string what = "ranks disagree on the size of " + call_name() + ": ";
+  Detail what = "ranks disagree on the size of " + call_name() + ": ";
   bool first = true;
   for (const auto& [bytes, ranks] : by_size) {
-    what += (first ? "" : "; ") + ranks_phrase(ranks) + " passed " +
+    what += (first ? "" : "; ") + ranks_ref(ranks) + " passed " +
             std::to_string(bytes) + " bytes";
     first = false;
   }

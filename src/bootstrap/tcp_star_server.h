@@ -112,7 +112,7 @@ class Server {
   size_t pending_room() const {
     return static_cast<size_t>(o_.size - 1 - connected_count_) + kStrayRoom;
   }
-  std::string timeout_message();
+  Detail timeout_message();
   void accept_pending();
   void expire_pending();
   void advance(std::map<uint64_t, Pending>::iterator it);
@@ -125,7 +125,7 @@ class Server {
   // Tells every connected rank about the failure (best effort, bounded),
   // then throws it here. Ranks in the middle of a reply cannot take another
   // frame; they see the connection close instead.
-  [[noreturn]] void fail(ErrorKind kind, const std::string& what);
+  [[noreturn]] void fail(ErrorKind kind, const Detail& what);
 
   TcpStarOptions o_;
   std::string address_;
@@ -142,8 +142,8 @@ class Server {
   std::vector<Conn> conns_;  // by rank; [0] unused
   std::vector<bool> connected_;
   int connected_count_ = 0;
-  int complete_ = 0;                    // ranks whose request is read
-  std::map<int, std::string> refused_;  // why a rank's attempt failed
+  int complete_ = 0;               // ranks whose request is read
+  std::map<int, Detail> refused_;  // why a rank's attempt failed
   int lost_rank_ = -1;  // broke while we sent; reported at the next call
 };
 

@@ -81,8 +81,8 @@ std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> b,
   return h;
 }
 
-std::string admission_problem(const Hello& h, int size, uint64_t job,
-                              const std::vector<bool>& connected) {
+Detail admission_problem(const Hello& h, int size, uint64_t job,
+                         const std::vector<bool>& connected) {
   if (h.channel != Channel::Coordinator) {
     return std::string("this is the coordinator, not a ") +
            channel_name(h.channel) + " listener";
@@ -99,7 +99,7 @@ std::string admission_problem(const Hello& h, int size, uint64_t job,
     return "another job (job token fingerprint differs)";
   }
   if (static_cast<size_t>(h.rank) < connected.size() && connected[h.rank]) {
-    return "rank " + std::to_string(h.rank) + " is already connected";
+    return rank_ref(h.rank) + " is already connected";
   }
   return "";
 }

@@ -190,22 +190,16 @@ ErrorInfo renamed(ErrorInfo info, const std::vector<int>& names) {
   info.rank = job(info.rank);
   info.peer = job(info.peer);
   info.relayed_by = job(info.relayed_by);
+  // The detail's placeholders index peers: its text is never read.
   for (int& r : info.peers) {
     r = job(r);
   }
-  // TRANSITIONAL (structured errors): rank numbers still typed into the
-  // text by unconverted throw sites (see rename_ranks). Remove with it.
-  info.detail = Detail::from_template(info.detail, info.peers)
-                    .text_mapped([&](std::string_view text) {
-                      return rename_ranks(text, names);
-                    })
-                    .pattern();
   return info;
 }
 
 [[noreturn]] void throw_renamed(const Error& e, const std::vector<int>& names) {
   if (!e.structured()) {
-    throw_of_kind(e.kind(), rename_ranks(e.what(), names));  // TRANSITIONAL
+    throw_of_kind(e.kind(), std::string(e.what()));  // no fields to rename
   }
   throw_of_kind(e.kind(), renamed(e.info(), names));
 }

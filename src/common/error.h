@@ -45,7 +45,7 @@ std::exception_ptr error_ptr(ErrorKind kind, const Detail& what,
 // into job ranks: member m (m < names.size()) becomes names[m].
 ErrorInfo renamed(ErrorInfo info, const std::vector<int>& names);
 // Throws e again, of its class, with renamed() fields (a message-only
-// error: its text renamed).
+// error as it is: its text is never parsed).
 [[noreturn]] void throw_renamed(const Error& e, const std::vector<int>& names);
 
 // Throws a std::exception_ptr's exception again as a jaccl::Error: a

@@ -244,16 +244,6 @@ Detail Detail::replaced(std::string_view phrase, const Detail& with) const {
   return out;
 }
 
-Detail Detail::text_mapped(
-    const std::function<std::string(std::string_view)>& f) const {
-  Detail out;
-  out.ranks_ = ranks_;
-  DetailAccess::parts(
-      *this, [&](std::string_view s) { DetailAccess::text(out, f(s)); },
-      [&](const std::vector<int>& v) { DetailAccess::ranks(out, v); });
-  return out;
-}
-
 std::string Detail::to_wire() const {
   std::string out;
   DetailAccess::parts(
@@ -357,57 +347,6 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 std::string ranks_phrase(const std::vector<int>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
-}
-
-std::string rename_ranks(std::string_view text, const std::vector<int>& names) {
-  std::string out;
-  out.reserve(text.size() + 16);
-  size_t i = 0;
-  auto is_digit = [&](size_t at) {
-    return at < text.size() && text[at] >= '0' && text[at] <= '9';
-  };
-  // Copies the number at i (renamed when it is a member) and advances i.
-  auto number = [&] {
-    size_t end = i;
-    long v = 0;
-    while (is_digit(end)) {
-      v = v < 1000000 ? v * 10 + (text[end] - '0') : v;
-      ++end;
-    }
-    if (v < static_cast<long>(names.size())) {
-      out += std::to_string(names[static_cast<size_t>(v)]);
-    } else {
-      out.append(text.substr(i, end - i));
-    }
-    i = end;
-  };
-  while (i < text.size()) {
-    const bool word_start =
-        i == 0 || !std::isalnum(static_cast<unsigned char>(text[i - 1]));
-    const std::string_view rest = text.substr(i);
-    const bool rank =
-        word_start && (rest.starts_with("rank ") || rest.starts_with("Rank "));
-    const bool ranks = word_start && (rest.starts_with("ranks ") ||
-                                      rest.starts_with("Ranks "));
-    if (!rank && !ranks) {
-      out += text[i++];
-      continue;
-    }
-    const size_t word = ranks ? 6 : 5;
-    out.append(rest.substr(0, word));
-    i += word;
-    if (!is_digit(i)) {
-      continue;
-    }
-    number();
-    // "ranks 1, 2, 5": the list goes on through ", N".
-    while (ranks && text.substr(i).starts_with(", ") && is_digit(i + 2)) {
-      out += ", ";
-      i += 2;
-      number();
-    }
-  }
-  return out;
 }
 
 }  // namespace jaccl::detail

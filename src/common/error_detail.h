@@ -8,7 +8,6 @@
 // name ranks.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,10 +38,6 @@ class Detail {
   // Every whole-word `phrase` of the text (not of a placeholder) replaced by
   // `with`.
   Detail replaced(std::string_view phrase, const Detail& with) const;
-  // The same detail with each piece of its text t replaced by f(t)
-  // (placeholders stay).
-  Detail text_mapped(
-      const std::function<std::string(std::string_view)>& f) const;
   // The same detail with every rank r mapped to map(r).
   template <class F>
   Detail mapped(F map) const {
@@ -89,13 +84,5 @@ std::string escape_detail(std::string_view text);
 std::string rank_list(const std::vector<int>& ranks);
 // "rank 3" or "ranks 2, 5, 7". For logs; error messages use ranks_ref.
 std::string ranks_phrase(const std::vector<int>& ranks);
-
-// TRANSITIONAL (structured errors): for messages that still write rank
-// numbers as text (src/bootstrap/tcp_star*; src/collectives and
-// src/transport/shm_* name them with rank_ref now).
-// Every "rank N" and "ranks N, M, ..." (also capitalized) whose N is a member
-// (N < names.size()) becomes names[N]; "and K more" is a count and stays.
-// Remove once every throw site names ranks with rank_ref/ranks_ref.
-std::string rename_ranks(std::string_view text, const std::vector<int>& names);
 
 }  // namespace jaccl::detail

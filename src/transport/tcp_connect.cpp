@@ -326,8 +326,8 @@ Fd dial_peer(const std::vector<std::string>& addresses, uint16_t port,
         if (err == EMFILE || err == ENFILE) {
           // No descriptor to dial with: waiting will not give one back.
           raise(ErrorKind::Io,
-                "cannot open a socket to dial rank " +
-                    std::to_string(hello.rank) + ": " + resource_hint(err),
+                "cannot open a socket to dial " + rank_ref(hello.rank) + ": " +
+                    resource_hint(err),
                 {.rank = rank,
                  .peer = hello.rank,
                  .address = addr.str(),

@@ -3,23 +3,35 @@
 // raise() throwing the concrete subclass for every kind, rethrow_as_error;
 // the fields (rank, peer, peers, address, errno, detail) and the detail
 // template whose rank references are fields, renaming a split child's
-// member numbers by the fields, the fields on the wire.
+// member numbers by the fields (never by reading text) for errors of the
+// real coordinator, handshake and TCP transport, the fields on the wire.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "bootstrap/tcp_star.h"
 #include "common/error.h"
 #include "common/error_wire.h"
+#include "common/handshake.h"
 #include "jaccl/error.h"
+#include "support/proc.h"
+#include "transport/tcp_card.h"
 
 namespace jaccl::detail {
 namespace {
+
+using namespace std::chrono_literals;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -473,29 +485,147 @@ TEST(Renamed, MapsTheFieldsAndRebuildsTheMessage) {
   }
 }
 
-// TRANSITIONAL (structured errors): throw sites not converted yet still
-// type rank numbers into their text; those are renamed as text until then.
-TEST(Renamed, TextOfUnconvertedSitesIsStillRenamed) {
-  const std::vector<int> names = {4, 6, 7};
-  auto old_style = caught([] {
-    raise(ErrorKind::Protocol,
-          std::string("all_to_allv: rank 2 expects 8 bytes from rank 0"),
-          {.rank = 1, .peer = 0});
+// Renaming reads no text: numbers typed into a detail (a user's exception,
+// a message-only error) stay as they are; only the fields change.
+TEST(Renamed, TextIsNeverParsed) {
+  const std::vector<int> names = {4, 6, 7, 8};
+  auto typed = caught<IoError>([] {
+    rethrow_as_error(std::make_exception_ptr(
+                         std::runtime_error("rank 3 and ranks 0, 2 are busy")),
+                     ErrorKind::Io, "side-channel all-gather #0 (user) threw",
+                     {.rank = 1, .peer = 0});
   });
   try {
-    throw_renamed(old_style, names);
-  } catch (const ProtocolError& e) {
+    throw_renamed(typed, names);
+  } catch (const IoError& e) {
     EXPECT_EQ(e.rank(), 6);
+    EXPECT_EQ(e.peer(), 4);
     EXPECT_EQ(e.peers(), (std::vector<int>{4}));
+    EXPECT_EQ(e.detail(),
+              "side-channel all-gather #0 (user) threw: rank 3 and ranks 0, 2 "
+              "are busy");
     EXPECT_STREQ(e.what(),
-                 "[jaccl] rank 6: all_to_allv: rank 7 expects 8 bytes from "
-                 "rank 4 (peer rank 4)");
+                 "[jaccl] rank 6: side-channel all-gather #0 (user) threw: "
+                 "rank 3 and ranks 0, 2 are busy (peer rank 4)");
   }
   try {
     throw_renamed(TimeoutError("[jaccl] rank 1: waiting for ranks 0, 2"),
                   names);
   } catch (const TimeoutError& e) {
-    EXPECT_STREQ(e.what(), "[jaccl] rank 6: waiting for ranks 4, 7");
+    EXPECT_FALSE(e.structured());
+    EXPECT_STREQ(e.what(), "[jaccl] rank 1: waiting for ranks 0, 2");
+  }
+}
+
+// ---- a split child's errors ------------------------------------------------
+// Member m of the child is job rank kNames[m]; the errors come from the real
+// bootstrap and transport code and are renamed as GroupHandle and split_group
+// rename them (throw_renamed).
+const std::vector<int> kNames = {4, 6, 7};
+
+// The child's coordinator (member 0) times out waiting for member 2 and
+// tells member 1 over the wire: both errors name member 2 in their fields,
+// so both read job rank 7 once renamed.
+TEST(ChildErrors, BootstrapErrorIsRenamedThroughItsFields) {
+  const std::string a =
+      "127.0.0.1:" + std::to_string(jaccl::test::free_loopback_port());
+  auto r0 = make_tcp_star({0, 3, a, "", 2s});
+  std::exception_ptr e1;
+  std::thread t([&] {
+    try {
+      auto fn = make_tcp_star({1, 3, a, "", 30s});
+      const char in = 1;
+      std::vector<char> out(3);
+      fn(&in, out.data(), 1);
+    } catch (...) {
+      e1 = std::current_exception();
+    }
+  });
+  auto coord = caught<TimeoutError>([&] {
+    const char in = 0;
+    std::vector<char> out(3);
+    r0(&in, out.data(), 1);
+  });
+  t.join();
+  ASSERT_TRUE(e1);
+  auto member = caught<TimeoutError>([&] { std::rethrow_exception(e1); });
+  for (const Error* e : {static_cast<const Error*>(&coord),
+                         static_cast<const Error*>(&member)}) {
+    EXPECT_EQ(e->peers(), (std::vector<int>{2})) << e->what();
+    EXPECT_NE(e->detail().find("waiting for rank 2 to connect"),
+              std::string::npos)
+        << e->what();
+  }
+  EXPECT_EQ(member.detail().rfind("coordinator reports: ", 0), 0u)
+      << member.what();
+  for (const Error* e : {static_cast<const Error*>(&coord),
+                         static_cast<const Error*>(&member)}) {
+    try {
+      throw_renamed(*e, kNames);
+    } catch (const TimeoutError& r) {
+      EXPECT_EQ(r.rank(), kNames[static_cast<size_t>(e->rank())]);
+      EXPECT_EQ(r.peers(), (std::vector<int>{7}));
+      EXPECT_EQ(r.detail(),
+                std::string(e->detail())
+                    .replace(e->detail().find("rank 2"), 6, "rank 7"))
+          << r.what();
+      EXPECT_EQ(std::string(r.what()).find("rank 2"), std::string::npos)
+          << r.what();
+    }
+  }
+}
+
+// A coordinator's refusal travels to the client as a handshake verdict and
+// keeps its rank as a field.
+TEST(ChildErrors, RefusalVerdictKeepsItsRank) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  auto server = std::async(std::launch::async, [&] {
+    std::string why;
+    auto h = server_handshake(sv[1], "", Deadline::after(20s), &why);
+    if (h) {
+      const Detail no =
+          star::admission_problem(*h, 3, h->job, {true, false, true});
+      send_verdict(sv[1], no.empty(), no, Deadline::after(20s), {.rank = 0});
+    }
+    ::close(sv[1]);
+  });
+  Hello me;
+  me.rank = 2;
+  me.size = 3;
+  me.job = token_fingerprint("");
+  me.nonce = random_nonce();
+  auto e = caught<ConfigError>([&] {
+    client_handshake(sv[0], me, "", Deadline::after(20s), {.rank = 1});
+  });
+  ::close(sv[0]);
+  server.get();
+  EXPECT_EQ(e.peers(), (std::vector<int>{2}));
+  try {
+    throw_renamed(e, kNames);
+  } catch (const ConfigError& r) {
+    EXPECT_STREQ(r.what(),
+                 "[jaccl] rank 6: connection rejected by peer: rank 7 is "
+                 "already connected");
+  }
+}
+
+// A transport error about a peer: its peer field and the rank its detail
+// names are one member, renamed together.
+TEST(ChildErrors, TransportErrorIsRenamedThroughItsFields) {
+  auto e = caught<ProtocolError>([] { decode_card("{\"rank\": 2}", 2, 1); });
+  EXPECT_EQ(e.rank(), 1);
+  EXPECT_EQ(e.peer(), 2);
+  try {
+    throw_renamed(e, kNames);
+  } catch (const ProtocolError& r) {
+    EXPECT_EQ(r.rank(), 6);
+    EXPECT_EQ(r.peer(), 7);
+    EXPECT_EQ(r.peers(), (std::vector<int>{7}));
+    EXPECT_STREQ(r.what(),
+                 "[jaccl] rank 6: rank 7 published a malformed TCP card (a "
+                 "JSON card, as jaccl wrote them before: run one jaccl "
+                 "version on every rank) (peer rank 7)");
   }
 }
 

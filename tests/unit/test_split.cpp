@@ -4,7 +4,8 @@
 // and hosts made of IPC namespaces; a user factory called once overall; a
 // rank SIGKILLed failing the parent and every child that holds it, named by
 // its job rank; a split that only some ranks call. Plus the pure parts:
-// who goes in which child, the child's config, renaming member numbers.
+// who goes in which child, the child's config (renaming member numbers:
+// test_errors).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -70,18 +71,6 @@ TEST(SplitConfig, DeviceMatrixIsCutToTheMembers) {
   EXPECT_EQ(c.get_devices()[1][0], (std::vector<std::string>{"d02"}));
   EXPECT_EQ(c.get_token(), "t");
   EXPECT_EQ(c.invalid_reason(), "");
-}
-
-TEST(RenameRanks, MemberNumbersBecomeJobRanks) {
-  using jaccl::detail::rename_ranks;
-  const std::vector<int> names = {4, 6, 7};
-  EXPECT_EQ(rename_ranks("[jaccl] rank 1: rank 2 died (peer rank 0)", names),
-            "[jaccl] rank 6: rank 7 died (peer rank 4)");
-  EXPECT_EQ(rename_ranks("ranks 0, 2 and 3 more are late; Rank 1 said", names),
-            "ranks 4, 7 and 3 more are late; Rank 6 said");
-  // Not members, not rank numbers: left alone.
-  EXPECT_EQ(rename_ranks("rank 9 of 3 ranks; frank 1; rank x; ranks", names),
-            "rank 9 of 3 ranks; frank 1; rank x; ranks");
 }
 
 // ---- jobs ------------------------------------------------------------------
