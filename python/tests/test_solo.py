@@ -1,6 +1,7 @@
 """Tests that start their own ranks (subprocess + JACCL_* environment):
 a rank killed mid-collective, Ctrl-C, interpreter exit, no configuration."""
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -197,8 +198,25 @@ def test_ctrl_c_during_collective(tmp_path):
         jaccl.barrier()
         """
     procs = spawn(tmp_path, code, 2, JACCL_TIMEOUT=20)
-    time.sleep(2)
+    # Signal rank 0 once it is in the collective (rank 1 joins it 3 s
+    # later), not after a fixed delay: under load a fixed delay fell in
+    # rank 0's imports, before any collective.
+    # Raw reads of the pipe (a buffered readline would hide what it read
+    # ahead from select and from communicate()).
+    fd = procs[0].stdout.fileno()
+    seen = b""
+    deadline = time.monotonic() + 30
+    while b"ENTERING\n" not in seen and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1)
+        if ready:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            seen += chunk
+    time.sleep(0.3)
     procs[0].send_signal(signal.SIGINT)
     r0, r1 = finish_all(procs)
+    r0 = (r0[0], seen.decode() + r0[1])
+    assert b"ENTERING\n" in seen, r0[1]
     assert r0[0] == 0 and "INTERRUPTED AFTER COLLECTIVE" in r0[1], r0[1]
     assert r1[0] == 0 and "NO INTERRUPT" in r1[1], r1[1]
