@@ -6,6 +6,7 @@
 # JACCL_AB_OPS (default "all_sum,all_gather,all_to_all") choose the sweeps.
 import os
 import statistics
+from math import comb
 import subprocess
 
 TITLE = "Before and after a restructuring (A/B of two builds, one alternating run)"
@@ -117,5 +118,15 @@ def render(res):
         L.append(f"| {r['op']} | {r['plane']} | {r['n']} | " +
                  " | ".join(cells) + " |")
     L.append("")
+    reps = min((len(v) for r in rows for v in r["samples"]["after"].values()),
+               default=0)
+    if reps:
+        # Two builds that do not differ at all still give a bold cell when
+        # every "after" repetition happens to be the slower: 1 in C(2r, r).
+        chance = 1 / comb(2 * reps, reps)
+        cells = sum(len(r["samples"]["after"]) for r in rows)
+        L.append(f"With {reps} repetitions of each build, two identical builds "
+                 f"give a bold cell {chance:.0%} of the time by chance alone: "
+                 f"about {chance * cells:.1f} of these {cells} cells.\n")
     L.append("The 4-rank runs put four processes on the two cores.\n")
     return L
