@@ -240,7 +240,18 @@ XCore xcore(size_t bytes, int rounds, CopyFn writer_copy) {
   std::thread writer([&] {
     pin(cpus[0]);
     for (int i = 0; i < rounds; ++i) {
+      // Bounded too: under SCHED_FIFO with both threads on one CPU (a pin
+      // refused), the reader never runs while the writer spins.
+      bool stuck = false;
       while (turn.load(std::memory_order_acquire) != 2 * i) {
+        if (Clock::now() > deadline + std::chrono::seconds(1)) {
+          stuck = true;
+          break;
+        }
+      }
+      if (stuck) {
+        last.store(i);
+        break;
       }
       if (i >= 4 && Clock::now() > deadline) {
         last.store(i);  // the reader stops at the same round
