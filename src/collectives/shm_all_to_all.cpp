@@ -1,22 +1,30 @@
 // Copyright 2026 the jaccl authors.
-// all_to_all and all_to_allv of the shared-memory group. Each round, every
-// rank stages a window of each block it sends (block j in window j of its
-// slot), syncs once, and copies window `rank` out of every peer's slot into
-// its output: two copies per byte, one sync per round, no rank waits on a
-// pair. A rank's own block goes straight from input to output. The windows
-// are a slot's share per rank, so blocks larger than that take several
-// rounds (double-buffered slots: staging round k + 1 overlaps the peers'
-// copy-out of round k). Large ops pick cached or streaming stores as the
-// other large ops do (shm_strategy.h, kind kAllToAll).
+// all_to_all and all_to_allv of the shared-memory group, in one of two
+// ways:
 //
-// Blocks of kDirectBytes and more go the direct way instead, when the
-// host's ranks may read each other's memory (process_vm_readv, the kernel's
-// cross-memory attach; probed once per group) and do not outnumber the
-// cores: every rank publishes its input's address, reads its block straight
-// out of every peer's input into its output (one copy instead of two), and
-// a second sync keeps every input alive until its readers are done. With
-// more ranks than cores a sync can cost a time slice, and the second one
-// costs more than the copy it saves (see BENCHMARKS.md, all_to_all).
+// Staged: each round, every rank stages a window of each block it sends
+// (block j in window j of its slot), syncs once, and copies window `rank`
+// out of every peer's slot into its output: two copies per byte, one sync
+// per round, no rank waits on a pair. The windows are a slot's share per
+// rank, so blocks larger than that take several rounds (double-buffered
+// slots: staging round k + 1 overlaps the peers' copy-out of round k). A
+// rank's own block goes straight from input to output, a share per round
+// while the peers finish staging (between arriving at the sync and waiting
+// for it), so a rank that stages first does not idle.
+//
+// Direct, where the host's ranks may read each other's memory
+// (process_vm_readv, the kernel's cross-memory attach; probed once per
+// group) and do not outnumber the cores: every rank publishes its input's
+// address, reads its block straight out of every peer's input into its
+// output (one copy instead of two), and a second sync keeps every input
+// alive until its readers are done. With more ranks than cores a sync can
+// cost a time slice, and the second one costs more than the copy it saves.
+//
+// Which is faster depends on the machine (a kernel copy pins every 4 KiB
+// page: on some machines it runs at half a memcpy, and below two user
+// copies) and on the size, so large ops let the tuner measure: staged with
+// cached or streaming stores, and from kDirectBytes per block direct as a
+// fourth way (shm_strategy.h, kind kAllToAll; figures in BENCHMARKS.md).
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,12 +43,11 @@ namespace jaccl::detail {
 
 namespace {
 
-constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached stores
-#ifdef JACCL_A2A_DIRECT_BYTES              // build-time knob, for measuring
-constexpr size_t kDirectBytes = JACCL_A2A_DIRECT_BYTES;
-#else
-constexpr size_t kDirectBytes = 64 * 1024;  // blocks read directly from here
-#endif
+constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached, staged
+// Direct reads are a way from blocks of this size (on average over a
+// rank's input, by size class: the same ways for every call of a class):
+// below, the system call and the page pinning cost more than a copy.
+constexpr size_t kDirectBytes = 64 * 1024;
 
 // Reads len bytes at addr in process pid into dst; errno on failure (0:
 // all read).
@@ -68,45 +75,67 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
 
 }  // namespace
 
-void ShmGroup::a2a_rounds(const ShmStepDesc& d, const char* in,
-                          const size_t* send, const size_t* soff, char* out,
-                          const size_t* recv, const size_t* roff,
-                          uint64_t largest, size_t total) {
+void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
+  const auto P = static_cast<size_t>(size_);
+  const bool large = b.total > kTunedBytes;
+  // The tuner's size class decides whether direct is a way (and the probe
+  // verdict, the same on every rank), so every call of a class has the
+  // same ways on every rank.
+  const size_t cls_bytes = size_t(1) << ShmTuner::class_of(b.total);
+  const int ways = large && P > 1 && cls_bytes >= kDirectBytes * P &&
+                           (tuner_.forced() == ShmStrategy::Auto ||
+                            tuner_.forced() == ShmStrategy::Direct) &&
+                           a2a_direct_ok(d)
+                       ? kShmWays
+                       : kStoreWays;
+  const ShmWay way =
+      large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
+                           streaming(2 * b.total / P) ? ShmStrategy::Stream
+                                                      : ShmStrategy::Cached,
+                           ways)
+            : ShmWay{};
+  const uint64_t t0 = now_ns();
+  if (way.direct && ways == kShmWays)
+    a2a_direct(d, b);
+  else
+    a2a_rounds(d, b, way);
+  if (large)
+    tuner_.finish(now_ns() - t0);
+}
+
+void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
+                          const ShmWay& way) {
   const auto P = static_cast<size_t>(size_);
   const auto r = static_cast<size_t>(rank_);
-  if (send[r] != 0)
-    cached_copy(out + roff[r], in + soff[r], send[r]);
   size_t window = std::max<size_t>(layout_.slot_bytes / P, 1);
   if (window >= 64)
     window = window / 64 * 64;
-  const size_t rounds = a2a::rounds(largest, window);
-  const bool large = total > kTunedBytes;
-  const ShmWay way =
-      large ? tuner_.begin(ShmTuner::kAllToAll, total,
-                           streaming(2 * total / P) ? ShmStrategy::Stream
-                                                    : ShmStrategy::Cached)
-            : ShmWay{};
-  const uint64_t t0 = now_ns();
+  const size_t rounds = a2a::rounds(b.largest, window);
+  // The own block in `rounds` shares (64-byte multiples, the last shorter).
+  const size_t own = b.send[r];
+  const size_t share = ((own + rounds - 1) / rounds + 63) / 64 * 64;
   for (size_t k = 0; k < rounds; ++k) {
     char* mine = slot(rank_, steps() + 1);
     for (size_t q = 0; q < P; ++q) {
-      const a2a::Part p = a2a::round_part(send[q], window, k);
+      const a2a::Part p = a2a::round_part(b.send[q], window, k);
       if (q != r && p.len != 0)
-        copy_with(mine + q * window, in + soff[q] + p.off, p.len,
+        copy_with(mine + q * window, b.in + b.soff[q] + p.off, p.len,
                   way.stream_stage);
     }
-    step(d);
+    arrive(d);
+    const a2a::Part o = a2a::round_part(own, share, k);
+    if (o.len != 0)
+      cached_copy(b.out + b.roff[r] + o.off, b.in + b.soff[r] + o.off, o.len);
+    await();
     for (size_t i = 1; i < P; ++i) {
       const size_t q = (r + i) % P;  // spread the readers over the slots
-      const a2a::Part p = a2a::round_part(recv[q], window, k);
+      const a2a::Part p = a2a::round_part(b.recv[q], window, k);
       if (p.len != 0)
-        copy_with(out + roff[q] + p.off,
+        copy_with(b.out + b.roff[q] + p.off,
                   slot(static_cast<int>(q), steps()) + r * window, p.len,
                   way.stream_out);
     }
   }
-  if (large)
-    tuner_.finish(now_ns() - t0);
 }
 
 bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
@@ -156,25 +185,24 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   return direct_ == 1;
 }
 
-void ShmGroup::a2a_direct(const ShmStepDesc& d, const char* in,
-                          const size_t* send, const size_t* soff, char* out,
-                          const size_t* recv, const size_t* roff,
-                          const size_t* peer_off) {
+void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b) {
   const auto r = static_cast<size_t>(rank_);
   ShmStepDesc p = d;
   p.aux = static_cast<int32_t>(::getpid());
-  p.addr = reinterpret_cast<uintptr_t>(in);
-  step(p);
-  if (send[r] != 0)
-    cached_copy(out + roff[r], in + soff[r], send[r]);
+  p.addr = reinterpret_cast<uintptr_t>(b.in);
+  arrive(p);
+  if (b.send[r] != 0)  // while the peers arrive
+    cached_copy(b.out + b.roff[r], b.in + b.soff[r], b.send[r]);
+  await();
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     const auto uq = static_cast<size_t>(q);
-    if (recv[uq] == 0)
+    if (b.recv[uq] == 0)
       continue;
     const ShmStepDesc& o = ch_.announced(q);
-    const int err = read_peer(static_cast<pid_t>(o.aux), o.addr + peer_off[uq],
-                              out + roff[uq], recv[uq]);
+    const int err =
+        read_peer(static_cast<pid_t>(o.aux), o.addr + b.peer_off[uq],
+                  b.out + b.roff[uq], b.recv[uq]);
     if (err != 0) {
       raise(ErrorKind::Io,
             std::string(op_kind_name(d.op)) + ": reading " + rank_ref(who(q)) +
@@ -202,11 +230,9 @@ void ShmGroup::a2a_fixed(const char* src, char* dst, size_t n) {
     offs[q] = q * n;
     peer_off[q] = static_cast<size_t>(rank_) * n;
   }
-  const ShmStepDesc d{OpKind::AllToAll, -1, n, 0, 0, 0};
-  if (n >= kDirectBytes && P > 1 && a2a_direct_ok(d))
-    a2a_direct(d, src, counts, offs, dst, counts, offs, peer_off);
-  else
-    a2a_rounds(d, src, counts, offs, dst, counts, offs, n, n * P);
+  a2a_blocks(
+      ShmStepDesc{OpKind::AllToAll, -1, n, 0, 0, 0},
+      A2aBlocks{src, counts, offs, dst, counts, offs, peer_off, n, n * P});
 }
 
 void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
@@ -254,12 +280,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
       peer_off[q] += c.sends(static_cast<int>(q), j);
   }
   const uint64_t total = c.total();
-  const ShmStepDesc d{OpKind::AllToAllv, -1, total, 0, 0, 0};
-  if (c.largest() >= kDirectBytes && P > 1 && a2a_direct_ok(d))
-    a2a_direct(d, src, send.data(), soff, dst, recv.data(), roff, peer_off);
-  else
-    a2a_rounds(d, src, send.data(), soff, dst, recv.data(), roff, c.largest(),
-               static_cast<size_t>(total));
+  a2a_blocks(ShmStepDesc{OpKind::AllToAllv, -1, total, 0, 0, 0},
+             A2aBlocks{src, send.data(), soff, dst, recv.data(), roff, peer_off,
+                       c.largest(), static_cast<size_t>(total)});
 }
 
 }  // namespace jaccl::detail

@@ -97,10 +97,14 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
 
 ShmGroup::~ShmGroup() = default;
 
-void ShmGroup::step(const ShmStepDesc& d) {
+void ShmGroup::arrive(const ShmStepDesc& d) {
   ShmStepDesc mine = d;
   mine.report = tuner_.take_report();
-  const uint64_t slowest = ch_.step(mine, ops_.deadline());
+  ch_.arrive(mine);
+}
+
+void ShmGroup::await() {
+  const uint64_t slowest = ch_.await(ops_.deadline());
   if (tuner_.reported()) {
     tuner_.absorb(slowest);
     log_decision();
@@ -318,7 +322,8 @@ void ShmGroup::gather_direct(const ShmStepDesc& d, const char* src, char* dst,
     roff[q] = q * n;
     peer_off[q] = 0;
   }
-  a2a_direct(d, src, counts, soff, dst, counts, roff, peer_off);
+  a2a_direct(
+      d, A2aBlocks{src, counts, soff, dst, counts, roff, peer_off, n, n * P});
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {

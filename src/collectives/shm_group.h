@@ -77,25 +77,42 @@ class ShmGroup : public Group {
                     char* dst, size_t n, int dtype);
   // The channel's sync step under the op's deadline, carrying this rank's
   // timing report to the tuner and the slowest rank's back.
-  void step(const ShmStepDesc& d);
+  void step(const ShmStepDesc& d) {
+    arrive(d);
+    await();
+  }
+  // The step in halves (ShmChannel::arrive/await): between them this rank
+  // may copy between its own buffers while the others arrive.
+  void arrive(const ShmStepDesc& d);
+  void await();
   // The host's first rank logs each size class's choice (JACCL_LOG=debug).
   void log_decision() const;
   // all_to_all(v)'s bodies (shm_all_to_all.cpp).
   void a2a_fixed(const char* src, char* dst, size_t n);
   void a2a_varying(const char* src, std::span<const size_t> send, char* dst,
                    std::span<const size_t> recv);
-  // The data rounds of all_to_all(v): block j of this rank (send[j] bytes
-  // at in + soff[j]) to rank j, block i from rank i (recv[i] bytes at out +
-  // roff[i]), `largest` the job's largest block, `total` the tuner's size.
-  void a2a_rounds(const ShmStepDesc& d, const char* in, const size_t* send,
-                  const size_t* soff, char* out, const size_t* recv,
-                  const size_t* roff, uint64_t largest, size_t total);
-  // The same blocks read straight out of each peer's input with
-  // process_vm_readv (one copy): peer_off[q] is where block `rank` starts in
-  // rank q's input. Two syncs: addresses published, reads done.
-  void a2a_direct(const ShmStepDesc& d, const char* in, const size_t* send,
-                  const size_t* soff, char* out, const size_t* recv,
-                  const size_t* roff, const size_t* peer_off);
+  // One all_to_all(v)'s blocks: block j of this rank (send[j] bytes at
+  // in + soff[j]) goes to rank j, block i from rank i (recv[i] bytes at
+  // out + roff[i]); peer_off[q] is where block `rank` starts in rank q's
+  // input; `largest` is the job's largest block, `total` the tuner's size.
+  struct A2aBlocks {
+    const char* in;
+    const size_t* send;
+    const size_t* soff;
+    char* out;
+    const size_t* recv;
+    const size_t* roff;
+    const size_t* peer_off;
+    uint64_t largest;
+    size_t total;
+  };
+  // Moves them the way the tuner picks (staged rounds or direct reads).
+  void a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b);
+  // Staged: rounds of windows through the slots, stored as `way` says.
+  void a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b, const ShmWay& way);
+  // Direct: every block read straight out of its sender's input with
+  // process_vm_readv (one copy). Two syncs: addresses published, reads done.
+  void a2a_direct(const ShmStepDesc& d, const A2aBlocks& b);
   // all_gather's direct way: every peer's input read into the output.
   void gather_direct(const ShmStepDesc& d, const char* src, char* dst,
                      size_t n);

@@ -5,9 +5,9 @@
 //   stream-stage  non-temporal stores for staging (what the peers read),
 //                 ordinary ones for the copy into the caller's output;
 //   stream        non-temporal stores for both.
-// all_gather has a fourth, when the host's ranks may read each other's
-// memory (the same probe as all_to_all's direct blocks) and do not
-// outnumber the cores:
+// all_gather and all_to_all(v) have a fourth, when the host's ranks may
+// read each other's memory (one probe per group) and do not outnumber the
+// cores:
 //   direct        every rank reads each peer's block straight out of the
 //                 peer's input (process_vm_readv, Open MPI's single copy)
 //                 instead of the peer staging it; other ops store as cached.
@@ -22,9 +22,10 @@
 // unless a strategy is forced (JACCL_SHM_STRATEGY), every rank measures,
 // per op kind and
 // power-of-two size class, 2k calls for the k ways the op may take (six,
-// or eight with direct: the guess, the others, then the others and the
-// guess again in mirrored order, so drift cancels) after two untimed warm
-// calls, publishes
+// or eight with direct: the guess, direct, the others, then the others,
+// direct and the guess again in mirrored order, so drift cancels) after
+// two untimed warm calls (the guess, then direct where it is a way),
+// publishes
 // each call's time at the next sync step, and from then on uses the way
 // with the lowest time per byte (the slowest rank's time, best of its
 // samples). The decision is a pure function of values every rank reads from
@@ -127,11 +128,17 @@ class ShmTuner {
     if (c.calls == 0)
       c.ways = ways;
     const int nw = c.ways;
-    // Trial order: guess, then the others in order; mirrored.
+    const bool direct = nw == kShmWays;
+    constexpr int kDirect = static_cast<int>(ShmStrategy::Direct) - 1;
+    // Trial order: guess, direct (if a way), then the others in order;
+    // mirrored.
     int order[kShmWays];
     order[0] = static_cast<int>(guess) - 1;
-    for (int w = 0, k = 1; w < nw; ++w) {
-      if (w != order[0])
+    int k = 1;
+    if (direct && order[0] != kDirect)
+      order[k++] = kDirect;
+    for (int w = 0; w < nw; ++w) {
+      if (w != order[0] && !(direct && w == kDirect))
         order[k++] = w;
     }
     const auto trials = static_cast<uint32_t>(2 * nw);
@@ -140,9 +147,13 @@ class ShmTuner {
     if (call < kWarmCalls) {
       // Untimed: the first calls on fresh buffers run several times slower
       // than the tenth whatever the way (page faults, caches, TLB), and
-      // would decide the trials.
+      // would decide the trials. Direct has first-call costs of its own
+      // (the kernel's first reads of the peers' pages: ten times a later
+      // call), while the staged ways share theirs (the slots' pages), so
+      // the last warm call runs direct where it is a way.
       timing_ = false;
-      return shm_way(guess);
+      return shm_way(direct && call + 1 == kWarmCalls ? ShmStrategy::Direct
+                                                      : guess);
     }
     const uint32_t idx = call - kWarmCalls;
     if (idx < trials) {

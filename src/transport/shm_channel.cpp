@@ -134,7 +134,7 @@ WaitMode ShmChannel::wait_mode(int peer) {
   return WaitMode::kYield;
 }
 
-uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
+void ShmChannel::arrive(const ShmStepDesc& d) {
   ++step_;
   const uint64_t s = step_;
   RankCtl& me = ctl(rank_);
@@ -156,6 +156,11 @@ uint64_t ShmChannel::step(const ShmStepDesc& d, const Deadline& dl) {
       wake().bump();
     }
   }
+}
+
+uint64_t ShmChannel::await(const Deadline& dl) {
+  const uint64_t s = step_;
+  const ShmStepDesc d = ctl(rank_).desc[s & 1];
   int first_missing = 0;  // arrivals only grow: earlier ranks stay arrived
   auto ready = [&] {
     for (; first_missing < size_; ++first_missing) {

@@ -80,7 +80,17 @@ class ShmChannel {
   // checks that every rank announced the same op (ProtocolError naming the
   // first that did not). A Timeout at dl names the ranks still missing.
   // Returns the largest `report` any rank announced.
-  uint64_t step(const ShmStepDesc& d, const Deadline& dl);
+  uint64_t step(const ShmStepDesc& d, const Deadline& dl) {
+    arrive(d);
+    return await(dl);
+  }
+  // step() in halves, so that a rank can do work of its own while the
+  // others arrive: arrive() publishes d and arrives (steps() counts the new
+  // step from here), await() is the rest. In between, the rank may touch
+  // its own buffers only, no slot: the peers may still read the previous
+  // step's.
+  void arrive(const ShmStepDesc& d);
+  uint64_t await(const Deadline& dl);
 
   // Point to point through the pair's byte ring: n bytes behind a header
   // that carries n, so a recv of another size is a ProtocolError. Blocks
