@@ -255,8 +255,33 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
-  a2a::fill_row(send, recv,
-                reinterpret_cast<uint64_t*>(slot(rank_, steps() + 1)));
+  // A small op's blocks ride along behind the row (one sync in all): a
+  // rank stages them when its own row allows (staged_with_row), and the
+  // blocks are used when every row allowed it.
+  const size_t row_bytes = ShmLayout::align(row * sizeof(uint64_t), 64);
+  const size_t window = layout_.slot_bytes > row_bytes
+                            ? (layout_.slot_bytes - row_bytes) / P / 64 * 64
+                            : 0;
+  auto staged_with_row = [&](auto&& sends, int from) {
+    size_t sum = 0, most = 0;
+    for (int q = 0; q < size_; ++q) {
+      if (q == from)
+        continue;
+      sum += sends(q);
+      most = std::max<size_t>(most, sends(q));
+    }
+    return sum <= kTunedBytes && most <= window;
+  };
+  char* mine = slot(rank_, steps() + 1);
+  a2a::fill_row(send, recv, reinterpret_cast<uint64_t*>(mine));
+  const auto r = static_cast<size_t>(rank_);
+  if (staged_with_row([&](int q) { return send[static_cast<size_t>(q)]; },
+                      rank_)) {
+    for (size_t q = 0, off = 0; q < P; off += send[q], ++q) {
+      if (q != r)
+        copy_bytes(mine + row_bytes + q * window, src + off, send[q]);
+    }
+  }
   step(ShmStepDesc{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
   for (size_t q = 0; q < P; ++q) {
     std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), steps()),
@@ -266,6 +291,20 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   ops_.agreed([&] {
     a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
   });
+  bool all_staged = true;
+  for (int f = 0; f < size_ && all_staged; ++f) {
+    all_staged = staged_with_row([&](int q) { return c.sends(f, q); }, f);
+  }
+  if (all_staged) {
+    for (size_t q = 0, so = 0, ro = 0; q < P;
+         so += send[q], ro += recv[q], ++q) {
+      const char* from =
+          q == r ? src + so
+                 : slot(static_cast<int>(q), steps()) + row_bytes + r * window;
+      copy_bytes(dst + ro, from, recv[q]);
+    }
+    return;
+  }
   a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
