@@ -25,6 +25,9 @@
 // copies) and on the size, so large ops let the tuner measure: staged with
 // cached or streaming stores, and from kDirectBytes per block direct as a
 // fourth way (shm_strategy.h, kind kAllToAll; figures in BENCHMARKS.md).
+//
+// all_to_allv first shares every rank's counts through the slots (one
+// sync); a small op's blocks travel behind its counts, so it needs no other.
 #include <sys/uio.h>
 #include <unistd.h>
 
