@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "jaccl/error.h"
 
@@ -11,10 +12,12 @@ namespace jaccl_torch {
 void all_to_all_blocks(jaccl::Group& g, const std::vector<PeerBlock>& blocks) {
   const int size = g.size();
   if (static_cast<int>(blocks.size()) != size) {
-    throw jaccl::UsageError("[jaccl] rank " + std::to_string(g.rank()) +
-                            ": all_to_all: " + std::to_string(blocks.size()) +
-                            " blocks for a group of size " +
-                            std::to_string(size));
+    // A local usage error: no peer involved, and the rank a torch caller
+    // knows is the process group's, so the message names none.
+    jaccl::ErrorInfo info;
+    info.detail = "all_to_all: " + std::to_string(blocks.size()) +
+                  " blocks for a group of size " + std::to_string(size);
+    throw jaccl::UsageError(std::move(info));
   }
   std::vector<size_t> send(blocks.size()), recv(blocks.size());
   size_t send_total = 0, recv_total = 0;

@@ -239,16 +239,6 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
-int slowdown() {
-#if defined(__SANITIZE_THREAD__)
-  return 4;
-#elif defined(__SANITIZE_ADDRESS__)
-  return 2;
-#else
-  return 1;
-#endif
-}
-
 bool pid_alive(pid_t pid) {
   if (pid <= 0) {
     return false;

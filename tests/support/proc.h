@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "support/slowdown.h"
+
 namespace jaccl::test {
 
 struct ProcResult {
@@ -40,11 +42,7 @@ std::string tool_path(const std::string& name);
 // port, close).
 int free_loopback_port();
 
-// How many times slower this build runs than a plain one: 4 under TSan, 2
-// under ASan, else 1. Tests that start whole jobs scale their deadlines
-// (and the jobs' JACCL_TIMEOUT) by it, so a slow build is not taken for a
-// hang; libfabric's set-up alone is ~10x slower under TSan.
-int slowdown();
+// slowdown(): tests/support/slowdown.h.
 
 // True if a process with this pid exists and is not a zombie.
 bool pid_alive(pid_t pid);

@@ -600,7 +600,7 @@ Run run_nodes(const std::string& mode, int n, const Provider& p, bool force,
     }
     return env;
   });
-  Run run{job.wait(120s), {}};
+  Run run{job.wait(120s * slowdown()), {}};
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pids.push_back(job.pid(r));

@@ -48,6 +48,7 @@
 #include "common/deadline.h"
 #include "jaccl/error.h"
 #include "support/dir_allgather.h"
+#include "support/slowdown.h"
 #include "transport/ofi/ofi_fabric.h"
 
 namespace {
@@ -173,7 +174,7 @@ const std::vector<size_t> kSizes = {
 // at once; the sizes above 1 MiB are covered by plain `exchange`).
 void exchange(const Ctx& c, ofi::Endpoint& ep, int wire,
               size_t max_size = SIZE_MAX) {
-  auto dl = Deadline::after(60000ms);
+  auto dl = Deadline::after(60000ms * jaccl::test::slowdown());
   std::vector<int> peers;
   for (int p = 0; p < c.size; ++p) {
     if (p != c.rank) {
@@ -250,7 +251,7 @@ void exchange(const Ctx& c, ofi::Endpoint& ep, int wire,
 }
 
 void flood(const Ctx& c, ofi::Endpoint& ep) {
-  auto dl = Deadline::after(60000ms);
+  auto dl = Deadline::after(60000ms * jaccl::test::slowdown());
   int to = (c.rank + 1) % c.size;
   int from = (c.rank + c.size - 1) % c.size;
   constexpr size_t kMax = 20000;
@@ -348,7 +349,7 @@ void flood(const Ctx& c, ofi::Endpoint& ep) {
 }
 
 void fdwake(const Ctx& c, ofi::Endpoint& ep) {
-  auto dl = Deadline::after(30000ms);
+  auto dl = Deadline::after(30000ms * jaccl::test::slowdown());
   uint64_t v = 0;
   ofi::Request r;
   if (c.rank == 1) {
@@ -391,7 +392,7 @@ void fdwake(const Ctx& c, ofi::Endpoint& ep) {
 // Rank 0 sends 4 KiB where rank 1 posted 16 bytes: rank 1's completion is
 // an FI_ETRUNC error, which must name rank 0.
 void trunc(const Ctx& c, ofi::Endpoint& ep) {
-  auto dl = Deadline::after(30000ms);
+  auto dl = Deadline::after(30000ms * jaccl::test::slowdown());
   std::vector<uint8_t> b(4096, 5);
   ofi::Request r;
   if (c.rank == 0) {
@@ -405,7 +406,7 @@ void trunc(const Ctx& c, ofi::Endpoint& ep) {
 }
 
 void pingpong(const Ctx& c, ofi::Endpoint& ep) {
-  auto dl = Deadline::after(300000ms);
+  auto dl = Deadline::after(300000ms * jaccl::test::slowdown());
   int peer = 1 - c.rank;
   if (c.rank > 1) {
     return;
