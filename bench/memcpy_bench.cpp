@@ -141,17 +141,21 @@ double all_cores(size_t bytes, int copies, int reps, CopyFn copy) {
       th.emplace_back([&, i] {
         pin(cpus[i]);
         ready.fetch_add(1);
-        while (!go.load(std::memory_order_acquire)) {
-        }
+        ready.notify_one();
+        // Futex waits, not spins, on both sides: under SCHED_FIFO a spinning
+        // thread keeps an equal-priority one off its CPU for good, so a
+        // thread not yet pinned (or the releasing main thread) never ran.
+        go.wait(false, std::memory_order_acquire);
         auto t0 = Clock::now();
         for (int k = 0; k < copies; ++k)
           copy(dst[i].data(), src[i].data(), bytes);
         secs[i] = seconds_since(t0);
       });
     }
-    while (ready.load() < t) {
-    }
+    for (int now = ready.load(); now < t; now = ready.load())
+      ready.wait(now);
     go.store(true, std::memory_order_release);
+    go.notify_all();
     for (auto& x : th)
       x.join();
     if (r > 0)
