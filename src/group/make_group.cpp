@@ -190,7 +190,8 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
 }  // namespace
 
 std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
-                                  GroupControl* control) {
+                                  GroupControl* control,
+                                  std::shared_ptr<MonitorSlot> later_monitor) {
   const int rank = cfg.get_rank();
   const std::string& transport = cfg.get_transport();
   if (transport != "tcp" && transport != "auto" && transport != "shm" &&
@@ -231,7 +232,8 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
   };
   ControlBlock conns =
       setup_tcp(cfg, sc, want_data,
-                ofi != nullptr ? ofi->card() : std::vector<std::string>());
+                ofi != nullptr ? ofi->card() : std::vector<std::string>(),
+                std::move(later_monitor));
   if (control != nullptr) {
     *control = GroupControl{conns.state, conns.monitor};
   }

@@ -23,6 +23,12 @@ namespace jaccl::detail {
 
 class LivenessMonitor;
 
+// Where a group's liveness monitor goes when it comes after the group's
+// data plane (a shrunk group's, made of its parent's connections).
+struct MonitorSlot {
+  std::shared_ptr<LivenessMonitor> monitor;
+};
+
 // The group's failure state and liveness monitor (every plane reports to
 // them), its op budget and member names, and, where TCP carries data, the
 // data sockets.
