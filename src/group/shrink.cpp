@@ -63,22 +63,18 @@ std::shared_ptr<LivenessMonitor> take_over_connections(
   }
   auto handed = mon.hand_off(others, dl);
   std::vector<Fd> control(members.size());
-  std::vector<std::string> pending(members.size());
-  std::vector<int> lost;
+  std::vector<LivenessMonitor::Taken> taken(members.size());
   for (size_t i = 0, j = 0; i < members.size(); ++i) {
     if (static_cast<int>(i) == new_rank) {
       continue;
     }
-    if (!handed[j].fd.valid()) {
-      lost.push_back(static_cast<int>(i));
-    }
     control[i] = std::move(handed[j].fd);
-    pending[i] = std::move(handed[j].pending);
+    taken[i] = std::move(handed[j].taken);
     ++j;
   }
   return std::make_shared<LivenessMonitor>(
       new_rank, std::move(control), std::move(state),
-      cfg.get_heartbeat_timeout(), std::move(pending), std::move(lost));
+      cfg.get_heartbeat_timeout(), std::move(taken));
 }
 
 }  // namespace
@@ -259,6 +255,8 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
                              << " ms");
     // Every survivor keeps the new group, or none does.
     const auto c = agree(inner != nullptr);
+    JACCL_LOG(Debug, "rank " << parent.job_rank(me)
+                             << ": shrink: committed after " << ms() << " ms");
     const bool member_lost =
         std::any_of(members.begin(), members.end(),
                     [&](int m) { return has(c.failed, m); });

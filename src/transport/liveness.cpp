@@ -128,19 +128,18 @@ void apply_keepalive(int fd, Millis heartbeat_timeout) {
 LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
                                  std::shared_ptr<FailureState> state,
                                  Millis heartbeat_timeout,
-                                 std::vector<std::string> pending,
-                                 std::vector<int> lost)
+                                 std::vector<Taken> taken)
     : rank_(rank),
       size_(static_cast<int>(control.size())),
       heartbeat_(heartbeat_timeout),
       state_(std::move(state)),
       shared_(std::make_shared<Shared>(rank, size_)),
       control_(std::move(control)),
-      pending_(std::move(pending)),
-      lost_(std::move(lost)) {
+      taken_(std::move(taken)) {
+  taken_.resize(control_.size());
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && !control_[static_cast<size_t>(p)].valid() &&
-        std::find(lost_.begin(), lost_.end(), p) == lost_.end()) {
+        !taken_[static_cast<size_t>(p)].lost) {
       full_mesh_ = false;
     }
   }
@@ -158,9 +157,10 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
   shared_->handing.assign(control_.size(), 0);
   shared_->handed.assign(control_.size(), 0);
   shared_->handed_fd.resize(control_.size());
-  shared_->handed_in.resize(control_.size());
+  shared_->handed_taken.resize(control_.size());
   for (size_t p = 0; p < control_.size(); ++p) {
     shared_->open[p] = control_[p].valid();
+    shared_->out[p] = std::move(taken_[p].out);
   }
   std::weak_ptr<Shared> weak = shared_;
   FailureState* st = state_.get();
@@ -216,9 +216,11 @@ LivenessMonitor::Loop::Loop(LivenessMonitor& m)
       reported_(n_, 0),
       servicing_(n_, 0),
       handoff_(n_, 0),
+      awaiting_(n_, 0),
       in_(n_) {
-  for (size_t p = 0; p < n_ && p < m.pending_.size(); ++p) {
-    in_[p] = std::move(m.pending_[p]);
+  for (size_t p = 0; p < n_; ++p) {
+    in_[p] = std::move(m.taken_[p].in);
+    awaiting_[p] = m.taken_[p].awaiting;
   }
 }
 
@@ -423,6 +425,12 @@ void LivenessMonitor::Loop::service(size_t p) {
     }
     if (s.size() < kCtlHeader + len)
       break;
+    if (awaiting_[p]) {
+      // The peer's old monitor still speaking (its ranks, not ours).
+      awaiting_[p] = type != kCtlHandoff;
+      in_[p].erase(0, kCtlHeader + len);
+      continue;
+    }
     if (type == kCtlHandoff) {
       in_[p].erase(0, kCtlHeader + len);
       handoff_[p] = 1;
@@ -455,7 +463,11 @@ void LivenessMonitor::Loop::run() {
 
   std::vector<pollfd> pfds;
   std::vector<size_t> owner;
-  for (int r : m_.lost_) {
+  for (size_t p = 0; p < n_; ++p) {
+    if (!m_.taken_[p].lost) {
+      continue;
+    }
+    const int r = static_cast<int>(p);
     lost(r,
          rank_ref(r) +
              " was lost while the survivors' connections were handed to their "

@@ -56,13 +56,17 @@ class LivenessMonitor {
  public:
   // control[p]: connected control socket to peer p (invalid for this rank).
   // Starts the thread; registers the ABORT and escalation hooks on state.
-  // A monitor taking over connections (hand_off) gets, per peer, the bytes
-  // already read beyond the HANDOFF (pending[p]) and the peers whose
-  // connection was lost before it (lost: reported failed at once).
+  // A monitor taking connections over (hand_off) gets, per peer, what the
+  // old one left (taken[p]; a lost one is reported failed at once).
+  struct Taken {
+    std::string in;         // read, not yet handled
+    std::string out;        // queued, not yet sent (ends with our HANDOFF)
+    bool awaiting = false;  // the peer's old monitor's HANDOFF is to come
+    bool lost = false;
+  };
   LivenessMonitor(int rank, std::vector<Fd> control,
                   std::shared_ptr<FailureState> state, Millis heartbeat_timeout,
-                  std::vector<std::string> pending = {},
-                  std::vector<int> lost = {});
+                  std::vector<Taken> taken = {});
   // Sends GOODBYE (best effort, non-blocking), stops and joins the thread.
   // Never waits for a peer.
   ~LivenessMonitor();
@@ -101,15 +105,15 @@ class LivenessMonitor {
   void drop_mail_below(uint64_t tag);
 
   // Gives the control connections to `peers` away (to a shrunk group's
-  // monitor), so that group needs no connections of its own: a HANDOFF
-  // ends what this monitor sends on each, and what it reads ends at the
-  // peer's HANDOFF (collective over peers). Returns, per peer, the socket
-  // and the bytes read beyond the HANDOFF; a peer whose connection was
-  // lost first comes back with an invalid fd. TimeoutError at dl. This
-  // monitor then no longer agrees or carries mail (UsageError).
+  // monitor), so that group needs no connections of its own (collective
+  // over peers): a HANDOFF ends what this monitor sends on each, and the
+  // new monitor skips what the peer's old one sent up to the peer's
+  // HANDOFF. Returns at once (within one turn of the thread), per peer, the
+  // socket (invalid: the connection was lost first) and what goes with it.
+  // This monitor then no longer agrees or carries mail (UsageError).
   struct Handed {
     Fd fd;
-    std::string pending;
+    Taken taken;
   };
   std::vector<Handed> hand_off(const std::vector<int>& peers,
                                const Deadline& dl);
@@ -127,8 +131,7 @@ class LivenessMonitor {
   std::shared_ptr<FailureState> state_;
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
-  std::vector<std::string> pending_;  // for the thread's first turn
-  std::vector<int> lost_;
+  std::vector<Taken> taken_;  // for the thread's first turn
   bool full_mesh_ = true;
   std::thread thread_;
 };

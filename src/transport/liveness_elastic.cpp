@@ -154,13 +154,20 @@ void LivenessMonitor::Loop::transfer() {
   bool moved = false;
   std::lock_guard<std::mutex> lock(shared_.mu);
   for (size_t p = 0; p < n_; ++p) {
-    if (shared_.handing[p] && handoff_[p] && shared_.out[p].empty() &&
-        control_[p].valid()) {
-      shared_.handed_fd[p] = std::move(control_[p]);
-      shared_.handed_in[p] = std::move(in_[p]);
-      shared_.handed[p] = 1;
-      moved = true;
+    if (!shared_.handing[p] || shared_.handed[p]) {
+      continue;
     }
+    if (control_[p].valid()) {
+      Taken& t = shared_.handed_taken[p];
+      t.in = std::move(in_[p]);
+      in_[p].clear();
+      t.out = std::move(shared_.out[p]);
+      shared_.out[p].clear();
+      t.awaiting = !handoff_[p];
+      shared_.handed_fd[p] = std::move(control_[p]);
+    }
+    shared_.handed[p] = 1;
+    moved = true;
   }
   if (moved) {
     shared_.cv.notify_all();
@@ -266,9 +273,9 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
       lock.unlock();
       raise(ErrorKind::Timeout,
             "timed out after " + format_duration(dl.total()) +
-                " handing the control connections to the shrunk group, "
-                "waiting for " +
-                ranks_ref(waiting),
+                " waiting for the liveness thread to hand the control "
+                "connections to " +
+                ranks_ref(waiting) + " over to the shrunk group",
             {.rank = rank_});
     }
     shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
@@ -277,7 +284,8 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
   for (size_t i = 0; i < peers.size(); ++i) {
     const auto u = static_cast<size_t>(peers[i]);
     out[i].fd = std::move(shared_->handed_fd[u]);
-    out[i].pending = std::move(shared_->handed_in[u]);
+    out[i].taken = std::move(shared_->handed_taken[u]);
+    out[i].taken.lost = !out[i].fd.valid();
   }
   return out;
 }

@@ -35,11 +35,11 @@ struct LivenessMonitor::Shared {
   std::map<std::pair<uint64_t, int>, std::string> mail;
   uint64_t mail_floor = 0;
   // hand_off (under mu): HANDOFF queued to p (nothing more goes out), the
-  // connection left this monitor (with fd and the bytes read beyond it;
-  // invalid fd: lost first), and whether any hand-off happened.
+  // connection left this monitor (with fd and what goes with it; invalid
+  // fd: lost first), and whether any hand-off happened.
   std::vector<char> handing, handed;
   std::vector<Fd> handed_fd;
-  std::vector<std::string> handed_in;
+  std::vector<Taken> handed_taken;
   bool handed_off = false;
 
   void wake_up();
@@ -79,8 +79,7 @@ class LivenessMonitor::Loop {
   void close_all();
 
   // liveness_elastic.cpp
-  // Moves every connection whose hand-off is complete (both HANDOFFs
-  // through) out of this monitor.
+  // Moves every connection hand_off asked for out of this monitor.
   void transfer();
   void on_dead(size_t p, int32_t root, std::string_view body);
   void on_revoke(size_t p, int32_t root);
@@ -98,8 +97,9 @@ class LivenessMonitor::Loop {
   std::vector<Fd>& control_;
   Shared& shared_;
   std::vector<Clock::time_point> last_;
-  // handoff_: p's HANDOFF was read: p is no longer read from.
-  std::vector<char> goodbye_, reported_, servicing_, handoff_;
+  // handoff_: p's HANDOFF was read: p is no longer read from. awaiting_:
+  // a taken-over connection whose old monitor's frames are still to skip.
+  std::vector<char> goodbye_, reported_, servicing_, handoff_, awaiting_;
   std::vector<std::string> in_;
 };
 
