@@ -227,6 +227,13 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     // After a failure the parent is of no more use: the new group takes its
     // control connections over (every survivor decides alike, from d).
     auto slot = d.failed.empty() ? nullptr : std::make_shared<MonitorSlot>();
+    Takeover takeover{slot, {}};
+    if (ctl.cards && ctl.cards->size() == static_cast<size_t>(n)) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        takeover.cards.push_back((*ctl.cards)[static_cast<size_t>(members[i])]);
+        takeover.cards.back().rank = static_cast<int>(i);
+      }
+    }
     std::exception_ptr error;
     bool parent_error = false;
     try {
@@ -243,7 +250,7 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
           "the survivors' control connections", timeout,
           /*user_supplied=*/false);
       sc.set_abort_fd(watch->fd);
-      inner = make_group(cfg, sc, &control, slot);
+      inner = make_group(cfg, sc, &control, slot ? &takeover : nullptr);
     } catch (const ParentError&) {
       error = std::current_exception();
       parent_error = true;

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/net.h"
 #include "transport/failure.h"
+#include "transport/tcp_card.h"
 
 namespace jaccl::detail {
 
@@ -57,6 +58,8 @@ struct ControlBlock {
   // The same monitor, for the group layer's elastic calls (agreement,
   // survivors' side channel); null for a group of one.
   std::shared_ptr<LivenessMonitor> monitor;
+  // Every member's card from the set-up (a shrink may plan from them).
+  std::shared_ptr<const std::vector<TcpCard>> cards;
 
   Deadline op_deadline() const { return Deadline::after(op_timeout); }
 };

@@ -255,7 +255,7 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
     }
   }
   shared_->wake_up();
-  for (;;) {
+  auto waiting_for = [&] {
     std::vector<int> waiting;
     for (int r : peers) {
       const auto u = static_cast<size_t>(r);
@@ -263,12 +263,21 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
         waiting.push_back(r);
       }
     }
+    return waiting;
+  };
+  for (;;) {
+    std::vector<int> waiting = waiting_for();
     if (waiting.empty()) {
       break;
     }
     lock.unlock();
     throw_if_out(*state_);
     lock.lock();
+    // As in agree: the thread may have handed them over meanwhile.
+    waiting = waiting_for();
+    if (waiting.empty()) {
+      break;
+    }
     if (dl.expired() || shared_->stopping) {
       lock.unlock();
       raise(ErrorKind::Timeout,

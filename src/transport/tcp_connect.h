@@ -129,6 +129,10 @@ using DataWiresFn =
 // one is longer than SideChannel::kInlineBytes - 8, and the barrier); a
 // caller that tears the channel down right after makes one more barrier
 // (which proves every rank has left this one; see leave_barrier()).
+// Sets conns.host_ranks and host_cpus from the cards (and logs them).
+void count_host_cpus(const std::vector<TcpCard>& cards, int me,
+                     ControlBlock& conns);
+
 ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
                        const DataWiresFn& want_data = nullptr,
                        std::vector<std::string> ofi_card = {},

@@ -76,25 +76,28 @@ void listen_and_publish(TcpSetup& st, SideChannel& sc,
   check_listen_pairs(st.listens, me);
 }
 
-// The members that share this rank's kernel, and the CPUs they may run on
-// between them.
-void count_host_cpus(TcpSetup& st) {
-  const TcpCard& mine = st.cards[static_cast<size_t>(st.me)];
+}  // namespace
+
+void count_host_cpus(const std::vector<TcpCard>& cards, int me,
+                     ControlBlock& conns) {
+  const TcpCard& mine = cards[static_cast<size_t>(me)];
   if (mine.boot_id.empty()) {
     return;
   }
   std::vector<CpuMask> masks;
-  for (const TcpCard& c : st.cards) {
+  for (const TcpCard& c : cards) {
     if (c.boot_id == mine.boot_id) {
       masks.push_back(c.cpu_mask);
     }
   }
-  st.conns.host_ranks = static_cast<int>(masks.size());
-  st.conns.host_cpus = cpus_in_union(masks);
-  JACCL_LOG(Info, "rank " << st.me << ": " << st.conns.host_ranks
-                          << " ranks on this host, on " << st.conns.host_cpus
+  conns.host_ranks = static_cast<int>(masks.size());
+  conns.host_cpus = cpus_in_union(masks);
+  JACCL_LOG(Info, "rank " << me << ": " << conns.host_ranks
+                          << " ranks on this host, on " << conns.host_cpus
                           << " CPU(s) between them");
 }
+
+namespace {
 
 // Who we dial (jobs), who dials us (expected), how many wires each pair has.
 void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
@@ -357,7 +360,7 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
     return std::move(st.conns);
   }
   listen_and_publish(st, sc, std::move(ofi_card));
-  count_host_cpus(st);
+  count_host_cpus(st.cards, st.me, st.conns);
   plan_connections(st, want_data);
   // Rank 0 of a one-host job holds a control connection to every rank:
   // found short here (and the soft limit raised if the hard one allows),
@@ -396,6 +399,8 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   JACCL_LOG(Debug, "rank " << st.me << ": TCP data plane connected");
 
   sc.barrier();  // every rank is connected
+  st.conns.cards =
+      std::make_shared<const std::vector<TcpCard>>(std::move(st.cards));
   if (later) {
     st.conns.keepalive = std::move(later);
     return std::move(st.conns);
