@@ -130,8 +130,9 @@ def render(res):
     L.append("The target (issue 28) is judged at 64 ranks for the first "
              "column and at every size for the second. A fresh init "
              "includes starting N processes; the shrunk group reuses the "
-             "survivors, gathers its set-up over their control connections, "
-             "then connects a new mesh of "
-             "control connections and, on shared memory, sets up a new "
-             "segment.")
+             "survivors, gathers its set-up over their control connections "
+             "(through the first survivor) and then takes those connections "
+             "over; on shared memory it plans from the old group's cards "
+             "and sets up a new segment, over TCP it connects new data "
+             "connections.")
     return L

@@ -189,8 +189,49 @@ std::shared_ptr<Group> make_hier_group(const Config& cfg, SideChannel& sc,
 
 }  // namespace
 
+namespace {
+
+// A shrunk group's control block when the parent's cards give a plan of
+// shared memory alone: nothing to exchange or connect (nullopt: set up as
+// usual). Every member decides alike: the same cards, the same plan.
+std::optional<ControlBlock> takeover_shm_only(const Config& cfg,
+                                              const Takeover& t) {
+  const int rank = cfg.get_rank();
+  if (t.cards.size() != static_cast<size_t>(cfg.get_size()) ||
+      cfg.get_size() < 2 ||
+      std::any_of(t.cards.begin(), t.cards.end(),
+                  [](const TcpCard& c) { return !c.ofi.empty(); })) {
+    return std::nullopt;
+  }
+  if (choose_plan(cfg, t.cards, rank).layout != Layout::Shm) {
+    return std::nullopt;
+  }
+  ControlBlock conns;
+  conns.rank = rank;
+  conns.size = cfg.get_size();
+  conns.op_timeout = cfg.get_op_timeout();
+  conns.wires.resize(static_cast<size_t>(conns.size));
+  count_host_cpus(t.cards, rank, conns);
+  conns.cards = std::make_shared<const std::vector<TcpCard>>(t.cards);
+  conns.keepalive = t.slot;
+  return conns;
+}
+
+}  // namespace
+
 std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
-                                  GroupControl* control) {
+                                  GroupControl* control,
+                                  const Takeover* takeover) {
+  if (takeover != nullptr) {
+    if (auto conns = takeover_shm_only(cfg, *takeover)) {
+      if (control != nullptr) {
+        *control = GroupControl{conns->state, nullptr, conns->cards};
+      }
+      std::vector<int> all(static_cast<size_t>(cfg.get_size()));
+      std::iota(all.begin(), all.end(), 0);
+      return make_shm_group(cfg, sc, *conns, all);
+    }
+  }
   const int rank = cfg.get_rank();
   const std::string& transport = cfg.get_transport();
   if (transport != "tcp" && transport != "auto" && transport != "shm" &&
@@ -231,9 +272,10 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
   };
   ControlBlock conns =
       setup_tcp(cfg, sc, want_data,
-                ofi != nullptr ? ofi->card() : std::vector<std::string>());
+                ofi != nullptr ? ofi->card() : std::vector<std::string>(),
+                takeover != nullptr ? takeover->slot : nullptr);
   if (control != nullptr) {
-    *control = GroupControl{conns.state, conns.monitor};
+    *control = GroupControl{conns.state, conns.monitor, conns.cards};
   }
   if (plan.layout == Layout::Shm) {
     std::vector<int> all(static_cast<size_t>(cfg.get_size()));

@@ -6,25 +6,40 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "bootstrap/side_channel.h"
 #include "jaccl/jaccl.h"
+#include "transport/tcp_card.h"
 
 namespace jaccl::detail {
 
 class FailureState;
 class LivenessMonitor;
+struct MonitorSlot;
 
-// What the elastic calls of a group need (group/shrink.h): its state and
-// its liveness monitor (null for a group of one).
+// What the elastic calls of a group need (group/shrink.h): its state, its
+// liveness monitor (null for a group of one) and its members' cards.
 struct GroupControl {
   std::shared_ptr<FailureState> state;
   std::shared_ptr<LivenessMonitor> monitor;
+  std::shared_ptr<const std::vector<TcpCard>> cards;
+};
+
+// A shrunk group's set-up (group/shrink.cpp). The group makes no control
+// connections and starts no monitor: the caller puts one in `slot` (and in
+// the GroupControl) afterwards. cards (may be empty): the members' cards
+// from the parent's set-up, renumbered; when they give a plan of shared
+// memory alone, and no member had ofi, nothing is exchanged or connected.
+struct Takeover {
+  std::shared_ptr<MonitorSlot> slot;
+  std::vector<TcpCard> cards;
 };
 
 // control, when given, receives the group's GroupControl.
 std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
-                                  GroupControl* control = nullptr);
+                                  GroupControl* control = nullptr,
+                                  const Takeover* takeover = nullptr);
 
 // The SideChannel fingerprint of cfg: what every rank's config must agree
 // on (device matrix, topology, transport and wires, token), rank excluded.

@@ -14,6 +14,7 @@
 #include "group/make_group.h"
 #include "group/plan.h"
 #include "group/split.h"
+#include "transport/control_block.h"
 #include "transport/failure.h"
 #include "transport/liveness.h"
 
@@ -48,6 +49,34 @@ std::shared_ptr<Group> shrink_alone(GroupHandle& parent) {
   return h;
 }
 
+// The shrunk group's liveness monitor, on the parent's control connections
+// between the members (LivenessMonitor::hand_off): no new mesh to dial.
+std::shared_ptr<LivenessMonitor> take_over_connections(
+    LivenessMonitor& mon, const std::vector<int>& members, int new_rank,
+    const Config& cfg, std::shared_ptr<FailureState> state,
+    const Deadline& dl) {
+  std::vector<int> others;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) != new_rank) {
+      others.push_back(members[i]);
+    }
+  }
+  auto handed = mon.hand_off(others, dl);
+  std::vector<Fd> control(members.size());
+  std::vector<LivenessMonitor::Taken> taken(members.size());
+  for (size_t i = 0, j = 0; i < members.size(); ++i) {
+    if (static_cast<int>(i) == new_rank) {
+      continue;
+    }
+    control[i] = std::move(handed[j].fd);
+    taken[i] = std::move(handed[j].taken);
+    ++j;
+  }
+  return std::make_shared<LivenessMonitor>(
+      new_rank, std::move(control), std::move(state),
+      cfg.get_heartbeat_timeout(), std::move(taken));
+}
+
 }  // namespace
 
 std::vector<int> survivors(int size, const std::vector<int>& failed,
@@ -65,33 +94,41 @@ AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
                                  std::vector<int> members, int me_index,
                                  uint64_t tag0, Millis timeout) {
   auto calls = std::make_shared<uint64_t>(0);
+  // A star at the first member: 2 (n - 1) frames a call, not n (n - 1)
+  // (each one a wake-up of a monitor thread: at 64 ranks on a few cores the
+  // mesh's 4000 frames a call were most of a shrink's set-up). Every take
+  // watches every member, so the death of any one fails the call on every
+  // survivor at once, not only on the first member.
   return [&monitor, members = std::move(members), me_index, tag0, timeout,
           calls](const char* src, char* dst, size_t n) {
     const uint64_t tag = tag0 + ++*calls;
-    std::vector<int> others;
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (static_cast<int>(i) != me_index) {
-        others.push_back(members[i]);
+    const size_t total = members.size() * n;
+    auto expect = [&](int from, const std::string& got, size_t want) {
+      if (got.size() != want) {
+        raise(ErrorKind::Protocol,
+              rank_ref(from) + " sent " + std::to_string(got.size()) +
+                  " bytes to the survivors' side channel, " +
+                  std::to_string(want) + " expected",
+              {.rank = monitor.rank(), .peer = from});
       }
-    }
+    };
     try {
-      monitor.post(tag, others, std::string_view(src, n));
-      std::memcpy(dst + static_cast<size_t>(me_index) * n, src, n);
       const Deadline dl = Deadline::after(timeout);
-      for (size_t i = 0; i < members.size(); ++i) {
-        if (static_cast<int>(i) == me_index) {
-          continue;
-        }
-        const std::string got = monitor.take(tag, members[i], dl);
-        if (got.size() != n) {
-          raise(ErrorKind::Protocol,
-                rank_ref(members[i]) + " sent " + std::to_string(got.size()) +
-                    " bytes to the survivors' side channel, " +
-                    std::to_string(n) + " expected",
-                {.rank = monitor.rank(), .peer = members[i]});
-        }
+      std::memcpy(dst + static_cast<size_t>(me_index) * n, src, n);
+      if (me_index != 0) {
+        monitor.post(tag, {members[0]}, std::string_view(src, n));
+        const std::string got = monitor.take(tag, members[0], dl, members);
+        expect(members[0], got, total);
+        std::memcpy(dst, got.data(), total);
+        return;
+      }
+      for (size_t i = 1; i < members.size(); ++i) {
+        const std::string got = monitor.take(tag, members[i], dl, members);
+        expect(members[i], got, n);
         std::memcpy(dst + i * n, got.data(), n);
       }
+      const std::vector<int> others(members.begin() + 1, members.end());
+      monitor.post(tag, others, std::string_view(dst, total));
     } catch (const ParentError&) {
       throw;
     } catch (const Error& e) {
@@ -187,6 +224,16 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     Config cfg = child_config(parent.config(), members, new_rank);
     std::shared_ptr<Group> inner;
     GroupControl control;
+    // After a failure the parent is of no more use: the new group takes its
+    // control connections over (every survivor decides alike, from d).
+    auto slot = d.failed.empty() ? nullptr : std::make_shared<MonitorSlot>();
+    Takeover takeover{slot, {}};
+    if (ctl.cards && ctl.cards->size() == static_cast<size_t>(n)) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        takeover.cards.push_back((*ctl.cards)[static_cast<size_t>(members[i])]);
+        takeover.cards.back().rank = static_cast<int>(i);
+      }
+    }
     std::exception_ptr error;
     bool parent_error = false;
     try {
@@ -203,7 +250,7 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
           "the survivors' control connections", timeout,
           /*user_supplied=*/false);
       sc.set_abort_fd(watch->fd);
-      inner = make_group(cfg, sc, &control);
+      inner = make_group(cfg, sc, &control, slot ? &takeover : nullptr);
     } catch (const ParentError&) {
       error = std::current_exception();
       parent_error = true;
@@ -215,9 +262,21 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
                              << " ms");
     // Every survivor keeps the new group, or none does.
     const auto c = agree(inner != nullptr);
+    JACCL_LOG(Debug, "rank " << parent.job_rank(me)
+                             << ": shrink: committed after " << ms() << " ms");
     const bool member_lost =
         std::any_of(members.begin(), members.end(),
                     [&](int m) { return has(c.failed, m); });
+    if (c.ok && !member_lost && slot) {
+      try {
+        slot->monitor =
+            take_over_connections(mon, members, new_rank, cfg, control.state,
+                                  Deadline::after(timeout));
+        control.monitor = slot->monitor;
+      } catch (const Error& e) {
+        throw_renamed(e, parent.names());
+      }
+    }
     if (c.ok && !member_lost) {
       JACCL_LOG(Info, "rank " << parent.job_rank(me) << ": shrink: rank "
                               << new_rank << " of " << members.size()

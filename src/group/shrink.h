@@ -5,7 +5,10 @@
 // the same control connections: never the job's side channel, whose TCP
 // star dies with rank 0. A second agreement commits the new group on every
 // survivor or on none; a member that fails during the set-up makes every
-// survivor try again without it.
+// survivor try again without it. After a failure the new group takes the
+// parent's control connections between the survivors over
+// (LivenessMonitor::hand_off) instead of dialing its own, and a one-host
+// shared-memory group plans from the parent's cards.
 #pragma once
 
 #include <cstdint>

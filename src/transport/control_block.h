@@ -18,10 +18,17 @@
 #include "common/error.h"
 #include "common/net.h"
 #include "transport/failure.h"
+#include "transport/tcp_card.h"
 
 namespace jaccl::detail {
 
 class LivenessMonitor;
+
+// Where a group's liveness monitor goes when it comes after the group's
+// data plane (a shrunk group's, made of its parent's connections).
+struct MonitorSlot {
+  std::shared_ptr<LivenessMonitor> monitor;
+};
 
 // The group's failure state and liveness monitor (every plane reports to
 // them), its op budget and member names, and, where TCP carries data, the
@@ -51,6 +58,8 @@ struct ControlBlock {
   // The same monitor, for the group layer's elastic calls (agreement,
   // survivors' side channel); null for a group of one.
   std::shared_ptr<LivenessMonitor> monitor;
+  // Every member's card from the set-up (a shrink may plan from them).
+  std::shared_ptr<const std::vector<TcpCard>> cards;
 
   Deadline op_deadline() const { return Deadline::after(op_timeout); }
 };

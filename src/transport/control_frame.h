@@ -22,8 +22,9 @@ enum CtlType : uint8_t {
   kCtlVote = 6,
   kCtlDecide = 7,
   kCtlMail = 8,
+  kCtlHandoff = 9,
 };
-inline constexpr CtlType kCtlLast = kCtlMail;
+inline constexpr CtlType kCtlLast = kCtlHandoff;
 
 inline constexpr uint16_t kCtlMagic = 0xC71A;
 inline constexpr size_t kCtlHeader = 12;

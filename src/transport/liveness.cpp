@@ -127,15 +127,19 @@ void apply_keepalive(int fd, Millis heartbeat_timeout) {
 
 LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
                                  std::shared_ptr<FailureState> state,
-                                 Millis heartbeat_timeout)
+                                 Millis heartbeat_timeout,
+                                 std::vector<Taken> taken)
     : rank_(rank),
       size_(static_cast<int>(control.size())),
       heartbeat_(heartbeat_timeout),
       state_(std::move(state)),
       shared_(std::make_shared<Shared>(rank, size_)),
-      control_(std::move(control)) {
+      control_(std::move(control)),
+      taken_(std::move(taken)) {
+  taken_.resize(control_.size());
   for (int p = 0; p < size_; ++p) {
-    if (p != rank_ && !control_[static_cast<size_t>(p)].valid()) {
+    if (p != rank_ && !control_[static_cast<size_t>(p)].valid() &&
+        !taken_[static_cast<size_t>(p)].lost) {
       full_mesh_ = false;
     }
   }
@@ -150,8 +154,13 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
   shared_->out.resize(control_.size());
   shared_->open.resize(control_.size());
   shared_->gone.assign(control_.size(), 0);
+  shared_->handing.assign(control_.size(), 0);
+  shared_->handed.assign(control_.size(), 0);
+  shared_->handed_fd.resize(control_.size());
+  shared_->handed_taken.resize(control_.size());
   for (size_t p = 0; p < control_.size(); ++p) {
     shared_->open[p] = control_[p].valid();
+    shared_->out[p] = std::move(taken_[p].out);
   }
   std::weak_ptr<Shared> weak = shared_;
   FailureState* st = state_.get();
@@ -206,7 +215,14 @@ LivenessMonitor::Loop::Loop(LivenessMonitor& m)
       goodbye_(n_, 0),
       reported_(n_, 0),
       servicing_(n_, 0),
-      in_(n_) {}
+      handoff_(n_, 0),
+      awaiting_(n_, 0),
+      in_(n_) {
+  for (size_t p = 0; p < n_; ++p) {
+    in_[p] = std::move(m.taken_[p].in);
+    awaiting_[p] = m.taken_[p].awaiting;
+  }
+}
 
 void LivenessMonitor::Loop::fail(ErrorKind kind, const Detail& what,
                                  const ErrorContext& ctx) {
@@ -229,6 +245,10 @@ void LivenessMonitor::Loop::close_peer(size_t p) {
   std::lock_guard<std::mutex> lock(shared_.mu);
   shared_.open[p] = 0;
   shared_.out[p].clear();
+  if (shared_.handing[p]) {
+    shared_.handed[p] = 1;  // lost before its HANDOFF: an invalid fd
+    shared_.cv.notify_all();
+  }
 }
 
 void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
@@ -238,7 +258,7 @@ void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
     return;
   }
   // What r sent before it failed is read first (a decision among it).
-  if (control_[u].valid() && !servicing_[u]) {
+  if (control_[u].valid() && !servicing_[u] && !handoff_[u]) {
     service(u);
   }
   // DEAD goes out before the ABORT that fail() queues: a stopped r, woken,
@@ -262,7 +282,10 @@ void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
     }
   }
   shared_.cv.notify_all();
-  close_peer(u);
+  // Past r's HANDOFF the stream is a shrunk group's: its monitor judges.
+  if (!handoff_[u]) {
+    close_peer(u);
+  }
   fail(ErrorKind::PeerLost, what, {.rank = rank_, .sys_errno = sys_errno});
 }
 
@@ -364,6 +387,9 @@ void LivenessMonitor::Loop::handle(size_t p, uint8_t type, uint8_t kind,
 
 // Reads what peer p sent, handles complete frames, then EOF or an error.
 void LivenessMonitor::Loop::service(size_t p) {
+  if (handoff_[p]) {
+    return;  // the rest is the next monitor's
+  }
   servicing_[p] = 1;
   char buf[4096];
   int err = -1;  // -1: still open, 0: EOF, >0: errno
@@ -399,6 +425,17 @@ void LivenessMonitor::Loop::service(size_t p) {
     }
     if (s.size() < kCtlHeader + len)
       break;
+    if (awaiting_[p]) {
+      // The peer's old monitor still speaking (its ranks, not ours).
+      awaiting_[p] = type != kCtlHandoff;
+      in_[p].erase(0, kCtlHeader + len);
+      continue;
+    }
+    if (type == kCtlHandoff) {
+      in_[p].erase(0, kCtlHeader + len);
+      handoff_[p] = 1;
+      break;
+    }
     const auto root = static_cast<int32_t>(get_u32(bytes_at(s, 4)));
     // Taken out first: a handler may service other peers (or close this
     // one) before it returns.
@@ -407,7 +444,8 @@ void LivenessMonitor::Loop::service(size_t p) {
     handle(p, type, kind, root, body);
   }
   servicing_[p] = 0;
-  if (err >= 0 && control_[p].valid()) {
+  // After a HANDOFF an EOF is the next monitor's to read (it stays).
+  if (err >= 0 && control_[p].valid() && !handoff_[p]) {
     close_peer(p);
     if (!goodbye_[p]) {
       lost(static_cast<int>(p),
@@ -425,6 +463,22 @@ void LivenessMonitor::Loop::run() {
 
   std::vector<pollfd> pfds;
   std::vector<size_t> owner;
+  for (size_t p = 0; p < n_; ++p) {
+    if (!m_.taken_[p].lost) {
+      continue;
+    }
+    const int r = static_cast<int>(p);
+    lost(r,
+         rank_ref(r) +
+             " was lost while the survivors' connections were handed to their "
+             "new group",
+         0);
+  }
+  for (size_t p = 0; p < n_; ++p) {
+    if (!in_[p].empty() && control_[p].valid()) {
+      service(p);  // frames read by the monitor before this one
+    }
+  }
   for (;;) {
     now = Clock::now();
     if (hb_on && now >= next_hb) {
@@ -434,6 +488,7 @@ void LivenessMonitor::Loop::run() {
     }
     drive_agreement();
     flush();
+    transfer();
     bool close = false;
     {
       std::lock_guard<std::mutex> lock(shared_.mu);
@@ -446,7 +501,8 @@ void LivenessMonitor::Loop::run() {
     if (hb_on) {
       auto wake_at = next_hb;
       for (size_t p = 0; p < n_; ++p) {
-        if (control_[p].valid() && !goodbye_[p] && !reported_[p]) {
+        if (control_[p].valid() && !goodbye_[p] && !reported_[p] &&
+            !handoff_[p]) {
           wake_at = std::min(wake_at, last_[p] + heartbeat);
         }
       }
@@ -458,8 +514,8 @@ void LivenessMonitor::Loop::run() {
     {
       std::lock_guard<std::mutex> lock(shared_.mu);
       for (size_t p = 0; p < n_; ++p) {
-        if (control_[p].valid()) {
-          short ev = POLLIN;
+        if (control_[p].valid() && !(handoff_[p] && shared_.out[p].empty())) {
+          short ev = handoff_[p] ? 0 : POLLIN;
           if (!shared_.out[p].empty())
             ev |= POLLOUT;
           pfds.push_back(pollfd{control_[p].get(), ev, 0});
@@ -493,7 +549,7 @@ void LivenessMonitor::Loop::run() {
       now = Clock::now();
       for (size_t p = 0; p < n_; ++p) {
         if (control_[p].valid() && !goodbye_[p] && !reported_[p] &&
-            now - last_[p] > heartbeat) {
+            !handoff_[p] && now - last_[p] > heartbeat) {
           reported_[p] = 1;
           const int ip = static_cast<int>(p);
           lost(ip,

@@ -19,6 +19,9 @@
 //   REVOKE     (root: the rank that revoked) sent on by every member once
 //   VOTE, DECIDE  the agreement (transport/agreement.h)
 //   MAIL       (body: tag u64, bytes) the survivors' side channel
+//   HANDOFF    the last frame of this monitor on a connection that a shrunk
+//              group's monitor takes over (hand_off); what follows it on
+//              the stream is the new monitor's
 //
 // Detection bounds:
 //   - a peer process that dies (SIGKILL, crash, exit without destroying its
@@ -53,9 +56,17 @@ class LivenessMonitor {
  public:
   // control[p]: connected control socket to peer p (invalid for this rank).
   // Starts the thread; registers the ABORT and escalation hooks on state.
+  // A monitor taking connections over (hand_off) gets, per peer, what the
+  // old one left (taken[p]; a lost one is reported failed at once).
+  struct Taken {
+    std::string in;         // read, not yet handled
+    std::string out;        // queued, not yet sent (ends with our HANDOFF)
+    bool awaiting = false;  // the peer's old monitor's HANDOFF is to come
+    bool lost = false;
+  };
   LivenessMonitor(int rank, std::vector<Fd> control,
-                  std::shared_ptr<FailureState> state,
-                  Millis heartbeat_timeout);
+                  std::shared_ptr<FailureState> state, Millis heartbeat_timeout,
+                  std::vector<Taken> taken = {});
   // Sends GOODBYE (best effort, non-blocking), stops and joins the thread.
   // Never waits for a peer.
   ~LivenessMonitor();
@@ -86,22 +97,41 @@ class LivenessMonitor {
 
   // The survivors' side channel: post() sends bytes to each of `to` under
   // tag; take() waits for what `from` posted under tag (PeerLost once
-  // `from` is known failed or gone, TimeoutError at dl). Mail under tags
-  // below drop_below's is dropped.
+  // `from`, or any rank of `watch`, is known failed or gone; TimeoutError
+  // at dl). Mail under tags below drop_below's is dropped.
   void post(uint64_t tag, const std::vector<int>& to, std::string_view bytes);
-  std::string take(uint64_t tag, int from, const Deadline& dl);
+  std::string take(uint64_t tag, int from, const Deadline& dl,
+                   const std::vector<int>& watch = {});
   void drop_mail_below(uint64_t tag);
+
+  // Gives the control connections to `peers` away (to a shrunk group's
+  // monitor), so that group needs no connections of its own (collective
+  // over peers): a HANDOFF ends what this monitor sends on each, and the
+  // new monitor skips what the peer's old one sent up to the peer's
+  // HANDOFF. Returns at once (within one turn of the thread), per peer, the
+  // socket (invalid: the connection was lost first) and what goes with it.
+  // This monitor then no longer agrees or carries mail (UsageError).
+  struct Handed {
+    Fd fd;
+    Taken taken;
+  };
+  std::vector<Handed> hand_off(const std::vector<int>& peers,
+                               const Deadline& dl);
 
   struct Shared;  // state shared with the hooks and callers
   class Loop;     // the thread's own state (liveness_loop.h)
 
  private:
+  // UsageError naming `what` once hand_off has run.
+  void check_not_handed_off(const char* what);
+
   int rank_;
   int size_;
   Millis heartbeat_;
   std::shared_ptr<FailureState> state_;
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
+  std::vector<Taken> taken_;  // for the thread's first turn
   bool full_mesh_ = true;
   std::thread thread_;
 };

@@ -150,22 +150,49 @@ void LivenessMonitor::Loop::on_mail(size_t p, std::string_view body) {
   shared_.cv.notify_all();
 }
 
+void LivenessMonitor::Loop::transfer() {
+  bool moved = false;
+  std::lock_guard<std::mutex> lock(shared_.mu);
+  for (size_t p = 0; p < n_; ++p) {
+    if (!shared_.handing[p] || shared_.handed[p]) {
+      continue;
+    }
+    if (control_[p].valid()) {
+      Taken& t = shared_.handed_taken[p];
+      t.in = std::move(in_[p]);
+      in_[p].clear();
+      t.out = std::move(shared_.out[p]);
+      shared_.out[p].clear();
+      t.awaiting = !handoff_[p];
+      shared_.handed_fd[p] = std::move(control_[p]);
+    }
+    shared_.handed[p] = 1;
+    moved = true;
+  }
+  if (moved) {
+    shared_.cv.notify_all();
+  }
+}
+
+bool LivenessMonitor::Shared::queue_agreement(int rank) {
+  const uint64_t before = agreement.pending();
+  for (auto& s : agreement.poll(gone)) {
+    const auto to = static_cast<size_t>(s.to);
+    if (!open[to]) {
+      continue;
+    }
+    out[to] += s.is_decision
+                   ? ctl_frame(kCtlDecide, 0, rank, encode_decision(s.decision))
+                   : ctl_frame(kCtlVote, 0, rank, encode_vote(s.vote));
+  }
+  return before != 0 && agreement.pending() == 0;
+}
+
 void LivenessMonitor::Loop::drive_agreement() {
   bool decided = false;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    const uint64_t before = shared_.agreement.pending();
-    for (auto& s : shared_.agreement.poll(shared_.gone)) {
-      const auto to = static_cast<size_t>(s.to);
-      if (!shared_.open[to]) {
-        continue;
-      }
-      shared_.out[to] +=
-          s.is_decision
-              ? ctl_frame(kCtlDecide, 0, rank_, encode_decision(s.decision))
-              : ctl_frame(kCtlVote, 0, rank_, encode_vote(s.vote));
-    }
-    decided = before != 0 && shared_.agreement.pending() == 0;
+    decided = shared_.queue_agreement(rank_);
   }
   if (decided) {
     shared_.cv.notify_all();
@@ -198,9 +225,84 @@ constexpr Millis kCheckEvery{100};
 
 }  // namespace
 
+void LivenessMonitor::check_not_handed_off(const char* what) {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  if (shared_->handed_off) {
+    raise(ErrorKind::Usage,
+          std::string(what) +
+              ": this group's control connections went to the group its "
+              "shrink returned; use that group",
+          {.rank = rank_});
+  }
+}
+
+std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
+    const std::vector<int>& peers, const Deadline& dl) {
+  throw_if_out(*state_);
+  const std::string f = ctl_frame(kCtlHandoff, 0, rank_, {});
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  shared_->handed_off = true;
+  // A decision this rank holds goes on to every member before the HANDOFF
+  // (the loop may not have passed it on yet): a survivor its coordinator
+  // did not reach learns it from us.
+  shared_->queue_agreement(rank_);
+  for (int r : peers) {
+    const auto u = static_cast<size_t>(r);
+    if (shared_->open[u]) {
+      shared_->out[u] += f;
+      shared_->open[u] = 0;  // nothing of ours after the HANDOFF
+      shared_->handing[u] = 1;
+    }
+  }
+  shared_->wake_up();
+  auto waiting_for = [&] {
+    std::vector<int> waiting;
+    for (int r : peers) {
+      const auto u = static_cast<size_t>(r);
+      if (shared_->handing[u] && !shared_->handed[u]) {
+        waiting.push_back(r);
+      }
+    }
+    return waiting;
+  };
+  for (;;) {
+    std::vector<int> waiting = waiting_for();
+    if (waiting.empty()) {
+      break;
+    }
+    lock.unlock();
+    throw_if_out(*state_);
+    lock.lock();
+    // As in agree: the thread may have handed them over meanwhile.
+    waiting = waiting_for();
+    if (waiting.empty()) {
+      break;
+    }
+    if (dl.expired() || shared_->stopping) {
+      lock.unlock();
+      raise(ErrorKind::Timeout,
+            "timed out after " + format_duration(dl.total()) +
+                " waiting for the liveness thread to hand the control "
+                "connections to " +
+                ranks_ref(waiting) + " over to the shrunk group",
+            {.rank = rank_});
+    }
+    shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
+  }
+  std::vector<Handed> out(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const auto u = static_cast<size_t>(peers[i]);
+    out[i].fd = std::move(shared_->handed_fd[u]);
+    out[i].taken = std::move(shared_->handed_taken[u]);
+    out[i].taken.lost = !out[i].fd.valid();
+  }
+  return out;
+}
+
 LivenessMonitor::Decision LivenessMonitor::agree(
     const std::vector<int>& exclude, bool ok, const Deadline& dl) {
   throw_if_out(*state_);
+  check_not_handed_off("agreeing on the failed ranks");
   std::unique_lock<std::mutex> lock(shared_->mu);
   const uint64_t epoch = shared_->agreement.begin(set_of(exclude, size_), ok);
   shared_->wake_up();
@@ -248,7 +350,21 @@ void LivenessMonitor::post(uint64_t tag, const std::vector<int>& to,
   shared_->wake_up();
 }
 
-std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl) {
+std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl,
+                                  const std::vector<int>& watch) {
+  // The first rank of from + watch known gone, or -1 (caller holds mu).
+  auto lost_one = [&]() -> int {
+    if (shared_->gone[static_cast<size_t>(from)]) {
+      return from;
+    }
+    for (int r : watch) {
+      if (r != rank_ && shared_->gone[static_cast<size_t>(r)]) {
+        return r;
+      }
+    }
+    return -1;
+  };
+  check_not_handed_off("the survivors' side channel");
   std::unique_lock<std::mutex> lock(shared_->mu);
   for (;;) {
     auto it = shared_->mail.find({tag, from});
@@ -257,19 +373,18 @@ std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl) {
       shared_->mail.erase(it);
       return out;
     }
-    if (shared_->gone[static_cast<size_t>(from)]) {
+    if (const int r = lost_one(); r >= 0) {
       lock.unlock();
       throw_if_out(*state_);  // aborted or excluded: that first
       raise(ErrorKind::PeerLost,
-            rank_ref(from) + " was lost while the survivors set up their group",
-            {.rank = rank_, .peer = from});
+            rank_ref(r) + " was lost while the survivors set up their group",
+            {.rank = rank_, .peer = r});
     }
     lock.unlock();
     throw_if_out(*state_);
     lock.lock();
     // As in agree: mail that came while the lock was free.
-    if (shared_->mail.count({tag, from}) != 0 ||
-        shared_->gone[static_cast<size_t>(from)]) {
+    if (shared_->mail.count({tag, from}) != 0 || lost_one() >= 0) {
       continue;
     }
     if (dl.expired() || shared_->stopping) {

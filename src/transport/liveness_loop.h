@@ -34,10 +34,20 @@ struct LivenessMonitor::Shared {
   Agreement agreement;
   std::map<std::pair<uint64_t, int>, std::string> mail;
   uint64_t mail_floor = 0;
+  // hand_off (under mu): HANDOFF queued to p (nothing more goes out), the
+  // connection left this monitor (with fd and what goes with it; invalid
+  // fd: lost first), and whether any hand-off happened.
+  std::vector<char> handing, handed;
+  std::vector<Fd> handed_fd;
+  std::vector<Taken> handed_taken;
+  bool handed_off = false;
 
   void wake_up();
   // Caller holds mu.
   void enqueue_all(const std::string& f, bool droppable);
+  // Queues the agreement's votes and decisions to send (caller holds mu);
+  // true when the pending epoch was decided now.
+  bool queue_agreement(int rank);
 };
 
 // Registers the hook that tells the peers of a revoke or an abort, and
@@ -69,6 +79,8 @@ class LivenessMonitor::Loop {
   void close_all();
 
   // liveness_elastic.cpp
+  // Moves every connection hand_off asked for out of this monitor.
+  void transfer();
   void on_dead(size_t p, int32_t root, std::string_view body);
   void on_revoke(size_t p, int32_t root);
   void on_vote(size_t p, std::string_view body);
@@ -85,7 +97,9 @@ class LivenessMonitor::Loop {
   std::vector<Fd>& control_;
   Shared& shared_;
   std::vector<Clock::time_point> last_;
-  std::vector<char> goodbye_, reported_, servicing_;
+  // handoff_: p's HANDOFF was read: p is no longer read from. awaiting_:
+  // a taken-over connection whose old monitor's frames are still to skip.
+  std::vector<char> goodbye_, reported_, servicing_, handoff_, awaiting_;
   std::vector<std::string> in_;
 };
 

@@ -104,7 +104,8 @@ void check_listen_pairs(const std::vector<char>& listens, int me) {
 // ---- acceptor -------------------------------------------------------------
 
 TcpAcceptor::TcpAcceptor(int rank, int size, Fd listener, std::string token,
-                         std::vector<int> expected_data, Deadline dl)
+                         std::vector<int> expected_data, Deadline dl,
+                         bool with_control)
     : rank_(rank),
       size_(size),
       listener_(std::move(listener)),
@@ -112,6 +113,7 @@ TcpAcceptor::TcpAcceptor(int rank, int size, Fd listener, std::string token,
       job_(token_fingerprint(token_)),
       expected_(std::move(expected_data)),
       dl_(dl),
+      with_control_(with_control),
       data_(static_cast<size_t>(size)),
       control_(static_cast<size_t>(size)),
       stop_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
@@ -123,7 +125,7 @@ TcpAcceptor::TcpAcceptor(int rank, int size, Fd listener, std::string token,
     int w = expected_[static_cast<size_t>(p)];
     if (w >= 0) {
       data_[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
-      owed_ += w + 1;
+      owed_ += w + (with_control_ ? 1 : 0);
     }
   }
   thread_ = std::thread([this] { run(); });
@@ -153,7 +155,7 @@ std::vector<int> TcpAcceptor::missing() const {
   std::vector<int> out;
   for (int p = 0; p < size_; ++p) {
     auto& d = data_[static_cast<size_t>(p)];
-    bool miss = expected_[static_cast<size_t>(p)] >= 0 &&
+    bool miss = with_control_ && expected_[static_cast<size_t>(p)] >= 0 &&
                 !control_[static_cast<size_t>(p)].valid();
     for (const auto& fd : d) {
       miss = miss || !fd.valid();
@@ -188,6 +190,10 @@ Detail TcpAcceptor::check(const Hello& h) const {
     return who + " is not expected to dial " + rank_ref(rank_);
   }
   if (h.channel == Channel::Control) {
+    if (!with_control_) {
+      return "control connection from " + who +
+             " to a group that has its control connections";
+    }
     if (h.wire != 0) {
       return "control connection with wire " + std::to_string(h.wire);
     }

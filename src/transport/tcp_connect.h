@@ -61,9 +61,10 @@ void check_listen_pairs(const std::vector<char>& listens, int me);
 class TcpAcceptor {
  public:
   // expected_data[p] >= 0: p dials us with that many data wires plus one
-  // control connection; -1: p must not dial us.
+  // control connection (none without with_control); -1: p must not dial us.
   TcpAcceptor(int rank, int size, Fd listener, std::string token,
-              std::vector<int> expected_data, Deadline dl);
+              std::vector<int> expected_data, Deadline dl,
+              bool with_control = true);
   ~TcpAcceptor();  // stops and joins
   TcpAcceptor(const TcpAcceptor&) = delete;
   TcpAcceptor& operator=(const TcpAcceptor&) = delete;
@@ -90,6 +91,7 @@ class TcpAcceptor {
   uint64_t job_;
   std::vector<int> expected_;
   Deadline dl_;
+  bool with_control_;
   std::vector<std::vector<Fd>> data_;
   std::vector<Fd> control_;
   int owed_ = 0;
@@ -118,13 +120,22 @@ using DataWiresFn =
 
 // The whole TCP set-up: listen (unless JACCL_LISTEN=0), exchange cards,
 // connect every pair, barrier, start the liveness monitor (as keepalive).
+// With `later` (a shrunk group, whose monitor takes its parent's control
+// connections over: group/shrink.cpp) no control connections are made and
+// no monitor started: the keepalive is `later`, where the caller puts the
+// monitor once it has one.
 // Size 1: no sockets. ofi_card goes into this rank's card (TcpCard::ofi),
 // for the ofi transport. Two side-channel calls (the cards in one, unless
 // one is longer than SideChannel::kInlineBytes - 8, and the barrier); a
 // caller that tears the channel down right after makes one more barrier
 // (which proves every rank has left this one; see leave_barrier()).
+// Sets conns.host_ranks and host_cpus from the cards (and logs them).
+void count_host_cpus(const std::vector<TcpCard>& cards, int me,
+                     ControlBlock& conns);
+
 ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
                        const DataWiresFn& want_data = nullptr,
-                       std::vector<std::string> ofi_card = {});
+                       std::vector<std::string> ofi_card = {},
+                       std::shared_ptr<MonitorSlot> later = nullptr);
 
 }  // namespace jaccl::detail

@@ -44,6 +44,7 @@ struct TcpSetup {
   std::vector<int> expected;  // p dials us with that many wires; -1: not
   std::vector<Fd> control;
   std::vector<char> dialed;
+  bool with_control = true;  // false: the monitor comes later (MonitorSlot)
 };
 
 // Opens the listener (unless JACCL_LISTEN=0) and publishes the card.
@@ -75,25 +76,28 @@ void listen_and_publish(TcpSetup& st, SideChannel& sc,
   check_listen_pairs(st.listens, me);
 }
 
-// The members that share this rank's kernel, and the CPUs they may run on
-// between them.
-void count_host_cpus(TcpSetup& st) {
-  const TcpCard& mine = st.cards[static_cast<size_t>(st.me)];
+}  // namespace
+
+void count_host_cpus(const std::vector<TcpCard>& cards, int me,
+                     ControlBlock& conns) {
+  const TcpCard& mine = cards[static_cast<size_t>(me)];
   if (mine.boot_id.empty()) {
     return;
   }
   std::vector<CpuMask> masks;
-  for (const TcpCard& c : st.cards) {
+  for (const TcpCard& c : cards) {
     if (c.boot_id == mine.boot_id) {
       masks.push_back(c.cpu_mask);
     }
   }
-  st.conns.host_ranks = static_cast<int>(masks.size());
-  st.conns.host_cpus = cpus_in_union(masks);
-  JACCL_LOG(Info, "rank " << st.me << ": " << st.conns.host_ranks
-                          << " ranks on this host, on " << st.conns.host_cpus
+  conns.host_ranks = static_cast<int>(masks.size());
+  conns.host_cpus = cpus_in_union(masks);
+  JACCL_LOG(Info, "rank " << me << ": " << conns.host_ranks
+                          << " ranks on this host, on " << conns.host_cpus
                           << " CPU(s) between them");
 }
+
+namespace {
 
 // Who we dial (jobs), who dials us (expected), how many wires each pair has.
 void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
@@ -110,7 +114,7 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
     }
     int w = data_wires.empty() ? data_wires_between(me, p, size, default_wires)
                                : data_wires[static_cast<size_t>(p)];
-    if (w < 0) {
+    if (w < 0 || (w == 0 && !st.with_control)) {
       continue;  // not connected at all (liveness goes through a relay)
     }
     st.conns.wires[static_cast<size_t>(p)].resize(static_cast<size_t>(w));
@@ -127,7 +131,9 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
                 c.hostname + "): set JACCL_IFNAME there",
             {.rank = me, .peer = p});
     }
-    st.jobs.push_back({p, Channel::Control, 0});
+    if (st.with_control) {
+      st.jobs.push_back({p, Channel::Control, 0});
+    }
     for (int k = 0; k < w; ++k) {
       st.jobs.push_back({p, Channel::Data, k});
     }
@@ -342,8 +348,10 @@ void tune_sockets(TcpSetup& st) {
 
 ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
                        const DataWiresFn& want_data,
-                       std::vector<std::string> ofi_card) {
+                       std::vector<std::string> ofi_card,
+                       std::shared_ptr<MonitorSlot> later) {
   TcpSetup st{.cfg = cfg, .me = cfg.get_rank(), .size = cfg.get_size()};
+  st.with_control = later == nullptr;
   st.conns.rank = st.me;
   st.conns.size = st.size;
   st.conns.op_timeout = cfg.get_op_timeout();
@@ -352,14 +360,14 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
     return std::move(st.conns);
   }
   listen_and_publish(st, sc, std::move(ofi_card));
-  count_host_cpus(st);
+  count_host_cpus(st.cards, st.me, st.conns);
   plan_connections(st, want_data);
   // Rank 0 of a one-host job holds a control connection to every rank:
   // found short here (and the soft limit raised if the hard one allows),
   // not as a dial that fails until the deadline.
   size_t sockets = st.jobs.size();
   for (int w : st.expected) {
-    sockets += w >= 0 ? static_cast<size_t>(w) + 1 : 0;
+    sockets += w >= 0 ? static_cast<size_t>(w) + st.with_control : 0;
   }
   star::ensure_fd_room(sockets,
                        "the TCP data plane (" + std::to_string(sockets) +
@@ -370,9 +378,9 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   std::unique_ptr<TcpAcceptor> acceptor;
   if (std::any_of(st.expected.begin(), st.expected.end(),
                   [](int w) { return w >= 0; })) {
-    acceptor =
-        std::make_unique<TcpAcceptor>(st.me, st.size, std::move(st.listener),
-                                      cfg.get_token(), st.expected, dl);
+    acceptor = std::make_unique<TcpAcceptor>(
+        st.me, st.size, std::move(st.listener), cfg.get_token(), st.expected,
+        dl, st.with_control);
   }
   st.listener.reset();  // nobody dials us: close the port right away
   std::atomic<bool> stop{false};
@@ -391,6 +399,12 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   JACCL_LOG(Debug, "rank " << st.me << ": TCP data plane connected");
 
   sc.barrier();  // every rank is connected
+  st.conns.cards =
+      std::make_shared<const std::vector<TcpCard>>(std::move(st.cards));
+  if (later) {
+    st.conns.keepalive = std::move(later);
+    return std::move(st.conns);
+  }
   // Started only now, so no rank's silence clock runs while a peer is still
   // connecting to someone else.
   st.conns.monitor = std::make_shared<LivenessMonitor>(

@@ -368,10 +368,12 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
   });
   auto rs = job.wait(120s * jaccl::test::slowdown());
   const std::string all = all_output(rs);
-  std::vector<int> live;
+  std::vector<int> live, dead;
   for (int r = 0; r < c.n; ++r) {
     if (!contains(c.victims, r) && r != c.during)
       live.push_back(r);
+    else
+      dead.push_back(r);
   }
   std::set<std::string> agreed;
   for (int r = 0; r < c.n; ++r) {
@@ -400,6 +402,14 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
         << all;
     EXPECT_NE(v.find(" members=" + list(live)), std::string::npos)
         << "rank " << r << ": " << v << "\n"
+        << all;
+    // The old group lent its control connections to the new one.
+    EXPECT_EQ(line_of(rs[r].output, "PARENT ").rfind("PARENT Usage | ", 0), 0u)
+        << "rank " << r << "\n"
+        << all;
+    EXPECT_EQ(line_of(rs[r].output, "PARENT_FAILED "),
+              "PARENT_FAILED " + list(dead))
+        << "rank " << r << "\n"
         << all;
     // Once the old group is dropped only the new group's segment is mapped.
     if (c.plane == "shm") {

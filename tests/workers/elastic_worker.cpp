@@ -343,6 +343,15 @@ int survivor_recovery(GroupPtr g, int job, const std::string& err) {
   const auto members = verify(*s, job, "shrunk");
   say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
       " members=" + list(members));
+  // The new group took the old one's control connections: the old one
+  // still knows whom it lost, but agrees no more.
+  say("PARENT_FAILED " + list(g->failed_ranks()));
+  try {
+    g->agree_failed();
+    say("PARENT_AGREED");
+  } catch (const jaccl::Error& e) {
+    say("PARENT " + describe(e));
+  }
   g.reset();  // the last reference: the old group's segment goes
   say("SEGMENTS " + std::to_string(mapped_segments()));
   return 0;
