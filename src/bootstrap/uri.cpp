@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <utility>
 
 #include "bootstrap/file_channel.h"
 #include "bootstrap/mpi_channel.h"
@@ -189,6 +190,21 @@ std::string job_id(std::string_view job_env, std::string_view token) {
   return "default";
 }
 
+RedisOptions redis_options(const ParsedSideChannelUri& p, std::string job,
+                           int rank, Millis timeout, int size) {
+  RedisOptions o;
+  o.host = p.host;
+  o.port = p.port;
+  o.user = p.user;
+  o.password = p.password;
+  o.prefix = p.prefix;
+  o.job = std::move(job);
+  o.rank = rank;
+  o.size = size;
+  o.timeout = timeout;
+  return o;
+}
+
 AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
   auto p = parse_side_channel_uri(spec.uri);
   const std::string shown = redact_uri(spec.uri);
@@ -227,17 +243,8 @@ AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
         return make_file_channel(
             {p.path, job, spec.rank, spec.size, spec.timeout});
       }
-      RedisOptions o;
-      o.host = p.host;
-      o.port = p.port;
-      o.user = p.user;
-      o.password = p.password;
-      o.prefix = p.prefix;
-      o.job = job;
-      o.rank = spec.rank;
-      o.size = spec.size;
-      o.timeout = spec.timeout;
-      return make_redis_channel(o);
+      return make_redis_channel(
+          redis_options(p, job, spec.rank, spec.timeout, spec.size));
     }
     case SideChannelScheme::Mpi:
       return make_mpi_channel(spec.rank, spec.size);

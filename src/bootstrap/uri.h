@@ -49,6 +49,12 @@ struct ParsedSideChannelUri {
 };
 ParsedSideChannelUri parse_side_channel_uri(std::string_view uri);
 
+struct RedisOptions;
+// A redis:// URI's server, credentials and prefix with the job's namespace,
+// this rank and the deadline (size 0: a store, no all-gather).
+RedisOptions redis_options(const ParsedSideChannelUri& p, std::string job,
+                           int rank, Millis timeout, int size = 0);
+
 // The URI with any password replaced by "***", for logs and errors.
 std::string redact_uri(std::string_view uri);
 

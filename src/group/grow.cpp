@@ -55,16 +55,7 @@ std::shared_ptr<RendezvousStore> open_store(const std::string& uri,
     return make_file_store(p.path, ns, rank);
   }
   if (p.scheme == SideChannelScheme::Redis) {
-    RedisOptions o;
-    o.host = p.host;
-    o.port = p.port;
-    o.user = p.user;
-    o.password = p.password;
-    o.prefix = p.prefix;
-    o.job = ns;
-    o.rank = rank;
-    o.timeout = cfg.get_timeout();
-    return make_redis_store(o);
+    return make_redis_store(redis_options(p, ns, rank, cfg.get_timeout()));
   }
   raise(ErrorKind::Config,
         "the grow channel " + redact_uri(uri) +
