@@ -25,15 +25,18 @@
 #include "support/fixtures.h"
 #include "support/ipc_hosts.h"
 #include "support/proc.h"
+#include "support/rank_list.h"
 #include "transport/agreement.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using jaccl::test::all_output;
+using jaccl::test::has_rank;
 using jaccl::test::Job;
 using jaccl::test::line_of;
 using jaccl::test::ProcResult;
+using jaccl::test::rank_list;
 using Env = std::map<std::string, std::string>;
 
 // ---- error kinds -----------------------------------------------------------
@@ -249,17 +252,6 @@ std::string worker() {
   return jaccl::test::worker_path("elastic_worker");
 }
 
-std::string list(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
-bool contains(const std::vector<int>& v, int x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
 // "... | peers=a,b" at the end of a worker's error line.
 std::vector<int> peers_of(const std::string& line) {
   std::vector<int> out;
@@ -358,7 +350,7 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
     GTEST_SKIP() << plane.skip;
   Job job = start(plane, "kill", c.n, [&](int) {
     Env e = {{"ELASTIC_OP", c.op},
-             {"ELASTIC_VICTIMS", list(c.victims)},
+             {"ELASTIC_VICTIMS", rank_list(c.victims)},
              {"ELASTIC_SEED", std::to_string(c.seed)}};
     if (c.during >= 0) {
       e["ELASTIC_DURING"] = std::to_string(c.during);
@@ -370,14 +362,14 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
   const std::string all = all_output(rs);
   std::vector<int> live, dead;
   for (int r = 0; r < c.n; ++r) {
-    if (!contains(c.victims, r) && r != c.during)
+    if (!has_rank(c.victims, r) && r != c.during)
       live.push_back(r);
     else
       dead.push_back(r);
   }
   std::set<std::string> agreed;
   for (int r = 0; r < c.n; ++r) {
-    if (contains(c.victims, r) || r == c.during) {
+    if (has_rank(c.victims, r) || r == c.during) {
       EXPECT_EQ(rs[r].term_signal, SIGKILL) << "rank " << r << "\n" << all;
       continue;
     }
@@ -392,7 +384,7 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
         << all;
     const auto peers = peers_of(err);
     EXPECT_TRUE(std::any_of(c.victims.begin(), c.victims.end(),
-                            [&](int v) { return contains(peers, v); }))
+                            [&](int v) { return has_rank(peers, v); }))
         << "rank " << r << " does not name a victim: " << err << "\n"
         << all;
     agreed.insert(line_of(rs[r].output, "AGREED "));
@@ -400,7 +392,7 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
     EXPECT_EQ(v.rfind("VERIFIED " + std::to_string(live.size()) + " ", 0), 0u)
         << "rank " << r << ": " << v << "\n"
         << all;
-    EXPECT_NE(v.find(" members=" + list(live)), std::string::npos)
+    EXPECT_NE(v.find(" members=" + rank_list(live)), std::string::npos)
         << "rank " << r << ": " << v << "\n"
         << all;
     // The old group lent its control connections to the new one.
@@ -408,7 +400,7 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
         << "rank " << r << "\n"
         << all;
     EXPECT_EQ(line_of(rs[r].output, "PARENT_FAILED "),
-              "PARENT_FAILED " + list(dead))
+              "PARENT_FAILED " + rank_list(dead))
         << "rank " << r << "\n"
         << all;
     // Once the old group is dropped only the new group's segment is mapped.
@@ -430,7 +422,8 @@ TEST_P(ElasticKill, SurvivorsShrinkAndCarryOn) {
     }
   }
   // One agreed set on every survivor: the ranks that died before it.
-  EXPECT_EQ(agreed, std::set<std::string>{"AGREED " + list(c.victims)}) << all;
+  EXPECT_EQ(agreed, std::set<std::string>{"AGREED " + rank_list(c.victims)})
+      << all;
   // A rank dying after the shrink's first agreement, which it did not
   // coordinate, makes the set-up fail and the survivors try again. (As the
   // coordinator, it may die before its decision goes out: then the others
@@ -531,7 +524,7 @@ TEST_P(ElasticStop, WokenRankIsExcludedAndHarmless) {
     }
     const std::string err = line_of(rs[r].output, "ERROR ");
     EXPECT_EQ(err.rfind("ERROR PeerLost | ", 0), 0u) << all;
-    EXPECT_TRUE(contains(peers_of(err), victim)) << err << "\n" << all;
+    EXPECT_TRUE(has_rank(peers_of(err), victim)) << err << "\n" << all;
     EXPECT_NE(line_of(rs[r].output, "VERIFIED ").find("members=0,2"),
               std::string::npos)
         << all;
@@ -569,7 +562,7 @@ TEST_P(ElasticSplit, ChildShrinks) {
     if (r / 3 == victim / 3) {
       const std::string err = line_of(rs[r].output, "ROW_ERROR ");
       EXPECT_EQ(err.rfind("ROW_ERROR PeerLost | ", 0), 0u) << all;
-      EXPECT_TRUE(contains(peers_of(err), victim)) << err << "\n" << all;
+      EXPECT_TRUE(has_rank(peers_of(err), victim)) << err << "\n" << all;
       EXPECT_EQ(line_of(rs[r].output, "ROW_VERIFIED "),
                 "ROW_VERIFIED 2 members=3,5")
           << all;
@@ -623,7 +616,7 @@ TEST_P(ElasticAbort, FromAnotherThread) {
     EXPECT_TRUE(err.rfind("ERROR PeerLost | ", 0) == 0 ||
                 err.rfind("ERROR Revoked | ", 0) == 0)
         << all;
-    EXPECT_TRUE(contains(peers_of(err), aborter)) << err << "\n" << all;
+    EXPECT_TRUE(has_rank(peers_of(err), aborter)) << err << "\n" << all;
     EXPECT_NE(err.find("aborted"), std::string::npos) << err;
     EXPECT_EQ(line_of(rs[r].output, "AGREED "), "AGREED 1") << all;
     EXPECT_NE(line_of(rs[r].output, "VERIFIED ").find("members=0,2"),
@@ -658,7 +651,7 @@ TEST_P(ElasticRevoke, ReachesWaitingAndIdleMembers) {
       EXPECT_NE(rev.find("this rank revoked the group"), std::string::npos)
           << rev;
     } else {
-      EXPECT_TRUE(contains(peers_of(rev), 1)) << rev << "\n" << all;
+      EXPECT_TRUE(has_rank(peers_of(rev), 1)) << rev << "\n" << all;
       EXPECT_NE(rev.find("rank 1 revoked the group"), std::string::npos) << rev;
     }
     EXPECT_EQ(line_of(rs[r].output, "FAILED_RANKS "), "FAILED_RANKS ") << all;

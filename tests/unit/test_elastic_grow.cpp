@@ -26,13 +26,16 @@
 #include "support/fixtures.h"
 #include "support/ipc_hosts.h"
 #include "support/proc.h"
+#include "support/rank_list.h"
 
 namespace {
 
 using namespace std::chrono_literals;
 using jaccl::test::all_output;
+using jaccl::test::has_rank;
 using jaccl::test::Job;
 using jaccl::test::line_of;
+using jaccl::test::rank_list;
 using Env = std::map<std::string, std::string>;
 
 // ---- the kv:// store
@@ -184,13 +187,6 @@ std::string worker() {
   return jaccl::test::worker_path("elastic_worker");
 }
 
-std::string list(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 struct GrowCase {
   std::string plane;    // tcp, shm, ofi, hier
   std::string channel;  // kv, file
@@ -203,7 +199,7 @@ std::string backend_of(const std::string& plane) {
 }
 
 void PrintTo(const GrowCase& c, std::ostream* os) {
-  *os << c.plane << " " << c.channel << " kill " << list(c.victims);
+  *os << c.plane << " " << c.channel << " kill " << rank_list(c.victims);
 }
 
 class ElasticGrow : public ::testing::TestWithParam<GrowCase> {};
@@ -255,7 +251,7 @@ TEST_P(ElasticGrow, ReplacementsJoinAndEveryOpIsRight) {
   };
   Job job = launch(n, host_of, [&](int r) {
     Env e = common(jaccl::test::coordinator_rank_env(r, n, port, transport));
-    e["ELASTIC_VICTIMS"] = list(c.victims);
+    e["ELASTIC_VICTIMS"] = rank_list(c.victims);
     e["ELASTIC_SEED"] = "7";
     return e;
   });

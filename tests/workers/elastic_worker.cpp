@@ -68,10 +68,13 @@
 #include <vector>
 
 #include "jaccl/jaccl.h"
+#include "support/rank_list.h"
 
 namespace {
 
 using namespace std::chrono_literals;
+using jaccl::test::has_rank;
+using jaccl::test::rank_list;
 using GroupPtr = std::shared_ptr<jaccl::Group>;
 
 std::mutex g_out;
@@ -110,20 +113,9 @@ std::vector<int> env_list(const char* name) {
   return out;
 }
 
-std::string list(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i)
-    s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
-bool contains(const std::vector<int>& v, int x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
 std::string describe(const jaccl::Error& e) {
   return std::string(jaccl::to_string(e.kind())) + " | " + e.what() +
-         " | peers=" + list(e.peers());
+         " | peers=" + rank_list(e.peers());
 }
 
 [[noreturn]] void die_now() {
@@ -295,7 +287,7 @@ std::string loop_until_error(jaccl::Group& g, int job, const std::string& op,
   try {
     for (int i = 0; i < 3; ++i)
       run_op(g, op, a, b);
-    if (contains(victims, job)) {
+    if (has_rank(victims, job)) {
       std::mt19937 rng(static_cast<unsigned>(env_int("ELASTIC_SEED", 1)));
       const int delay_us = static_cast<int>(rng() % 20000);
       std::thread([delay_us] {
@@ -308,7 +300,7 @@ std::string loop_until_error(jaccl::Group& g, int job, const std::string& op,
     while (std::chrono::steady_clock::now() < until)
       run_op(g, op, a, b);
   } catch (const jaccl::Error& e) {
-    if (contains(victims, job))
+    if (has_rank(victims, job))
       die_now();  // another victim died first: this one dies now too
     return describe(e);
   }
@@ -333,8 +325,8 @@ int mapped_segments() {
 int survivor_recovery(GroupPtr g, int job, const std::string& err) {
   say("ERROR " + err);
   g->revoke();
-  say("AGREED " + list(g->agree_failed()));
-  say("FAILED_RANKS " + list(g->failed_ranks()));
+  say("AGREED " + rank_list(g->agree_failed()));
+  say("FAILED_RANKS " + rank_list(g->failed_ranks()));
   GroupPtr s = g->shrink();
   if (!s) {
     say("FAIL shrink returned nullptr");
@@ -342,10 +334,10 @@ int survivor_recovery(GroupPtr g, int job, const std::string& err) {
   }
   const auto members = verify(*s, job, "shrunk");
   say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
-      " members=" + list(members));
+      " members=" + rank_list(members));
   // The new group took the old one's control connections: the old one
   // still knows whom it lost, but agrees no more.
-  say("PARENT_FAILED " + list(g->failed_ranks()));
+  say("PARENT_FAILED " + rank_list(g->failed_ranks()));
   try {
     g->agree_failed();
     say("PARENT_AGREED");
@@ -395,7 +387,7 @@ int mode_stop(GroupPtr g, int job) {
   GroupPtr s = g->shrink();
   const auto members = verify(*s, job, "shrunk");
   say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
-      " members=" + list(members));
+      " members=" + rank_list(members));
   wait_for_file(env_str("ELASTIC_RESUMED"));
   verify(*s, job, "after resume");
   say("VERIFIED2");
@@ -414,7 +406,7 @@ int mode_split(GroupPtr g, int job) {
     GroupPtr s = row->shrink();
     const auto members = verify(*s, job, "row shrunk");
     say("ROW_VERIFIED " + std::to_string(s->size()) +
-        " members=" + list(members));
+        " members=" + rank_list(members));
   } else {
     // The parent fails (the victim is in it); this row keeps working.
     std::this_thread::sleep_for(300ms);
@@ -429,7 +421,7 @@ int mode_split(GroupPtr g, int job) {
   GroupPtr s = g->shrink();
   const auto members = verify(*s, job, "parent shrunk");
   say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
-      " members=" + list(members));
+      " members=" + rank_list(members));
   return 0;
 }
 
@@ -467,7 +459,7 @@ int mode_abort(GroupPtr g, int job) {
   const auto until = std::chrono::steady_clock::now() + 30s;
   while (g->failed_ranks().empty() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(5ms);
-  say("SAW_FAILED " + list(g->failed_ranks()));
+  say("SAW_FAILED " + rank_list(g->failed_ranks()));
   try {
     g->barrier();
     say("FAIL a barrier after the abort returned");
@@ -500,11 +492,11 @@ int mode_revoke(GroupPtr g, int job) {
       say("REVOKED " + describe(e));
     }
   }
-  say("FAILED_RANKS " + list(g->failed_ranks()));
+  say("FAILED_RANKS " + rank_list(g->failed_ranks()));
   GroupPtr s = g->shrink();
   const auto members = verify(*s, job, "shrunk");
   say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
-      " members=" + list(members));
+      " members=" + rank_list(members));
   return 0;
 }
 
@@ -513,7 +505,7 @@ int after_grow(GroupPtr g) {
   const auto members = verify(*g, g->rank(), "grown");
   say("GROWN " + std::to_string(g->size()) + " " + g->backend_name() +
       " gen=" + std::to_string(g->generation()) +
-      " rank=" + std::to_string(g->rank()) + " members=" + list(members));
+      " rank=" + std::to_string(g->rank()) + " members=" + rank_list(members));
   return 0;
 }
 
@@ -594,7 +586,7 @@ int mode_soak(GroupPtr g, bool original) {
   }
   const auto members = verify(*g, g->rank(), "soak end");
   say("SOAK_END gen=" + std::to_string(g->generation()) +
-      " members=" + list(members));
+      " members=" + rank_list(members));
   if (long_lived) {
     say("SOAK " + std::to_string(fds0) + " " + std::to_string(fds1) + " " +
         std::to_string(rss0) + " " + std::to_string(rss1));
