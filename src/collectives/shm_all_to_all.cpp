@@ -85,12 +85,8 @@ void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
   // verdict, the same on every rank), so every call of a class has the
   // same ways on every rank.
   const size_t cls_bytes = size_t(1) << ShmTuner::class_of(b.total);
-  const int ways = large && P > 1 && cls_bytes >= kDirectBytes * P &&
-                           (tuner_.forced() == ShmStrategy::Auto ||
-                            tuner_.forced() == ShmStrategy::Direct) &&
-                           a2a_direct_ok(d)
-                       ? kShmWays
-                       : kStoreWays;
+  const int ways =
+      tuner_ways(large && P > 1 && cls_bytes >= kDirectBytes * P, d);
   const ShmWay way =
       large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
                            streaming(2 * b.total / P) ? ShmStrategy::Stream
@@ -139,6 +135,12 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
                   way.stream_out);
     }
   }
+}
+
+int ShmGroup::tuner_ways(bool eligible, const ShmStepDesc& d) {
+  const bool allowed = tuner_.forced() == ShmStrategy::Auto ||
+                       tuner_.forced() == ShmStrategy::Direct;
+  return eligible && allowed && a2a_direct_ok(d) ? kShmWays : kStoreWays;
 }
 
 bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {

@@ -270,12 +270,8 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
     // Direct reads are a fourth way from kDirectGatherBytes, where the
     // probe allows them (one probe per group, the same verdict everywhere).
-    const int ways = large && n >= kDirectGatherBytes && size_ > 1 &&
-                             (tuner_.forced() == ShmStrategy::Auto ||
-                              tuner_.forced() == ShmStrategy::Direct) &&
-                             a2a_direct_ok(d)
-                         ? kShmWays
-                         : kStoreWays;
+    const int ways =
+        tuner_ways(large && n >= kDirectGatherBytes && size_ > 1, d);
     const ShmWay way =
         large ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess), ways)
               : ShmWay{};

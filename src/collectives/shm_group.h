@@ -119,6 +119,10 @@ class ShmGroup : public Group {
   // Whether every rank of the host can read every peer's memory (probed
   // on the first large all_to_all, the same verdict on every rank).
   bool a2a_direct_ok(const ShmStepDesc& d);
+  // How many ways the tuner tries for a call: direct reads join the stored
+  // ones where the call is eligible (size), the strategy allows them and
+  // the probe passed (the same answer on every rank).
+  int tuner_ways(bool eligible, const ShmStepDesc& d);
   // The job rank of member q, for messages.
   int who(int q) const { return ch_.who(q); }
   // Sync steps so far: a rank stages into slot(rank_, steps() + 1) and
