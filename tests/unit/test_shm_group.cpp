@@ -31,11 +31,13 @@ std::string unique_name() {
          std::to_string(n++);
 }
 
+// The ops' deadline in these tests, longer in a sanitizer build.
+const Millis kOpTimeout = Millis(20000) * jaccl::test::slowdown();
+
 // Runs body(group) on `size` threads sharing one segment; rethrows the first
 // exception.
 void run_ranks(int size, const std::function<void(Group&)>& body,
-               size_t budget = 8 << 20,
-               Millis op_timeout = Millis(20000) * jaccl::test::slowdown(),
+               size_t budget = 8 << 20, Millis op_timeout = kOpTimeout,
                ShmStrategy strategy = ShmStrategy::Auto) {
   auto layout = ShmLayout::for_budget(size, budget);
   std::string name = unique_name();
@@ -68,6 +70,21 @@ void run_ranks(int size, const std::function<void(Group&)>& body,
   for (auto& e : errors) {
     if (e)
       std::rethrow_exception(e);
+  }
+}
+
+// Every rank chose the same way for every call, and (st != 0: a forced
+// strategy) the forced one, else one the tuner decided.
+void expect_same_choices(const std::vector<std::vector<ShmStrategy>>& chosen,
+                         int st) {
+  for (size_t r = 1; r < chosen.size(); ++r)
+    EXPECT_EQ(chosen[r], chosen[0])
+        << "strategy " << st << ": rank " << r << " chose differently";
+  for (ShmStrategy c : chosen[0]) {
+    if (st == 0)
+      EXPECT_NE(c, ShmStrategy::Auto) << "auto never decided";
+    else
+      EXPECT_EQ(c, static_cast<ShmStrategy>(st));
   }
 }
 
@@ -409,16 +426,8 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
                   shm.strategy_for(kind, count * 4));
           }
         },
-        8 << 20, Millis(20000), static_cast<ShmStrategy>(st));
-    for (int r = 1; r < size; ++r)
-      EXPECT_EQ(chosen[static_cast<size_t>(r)], chosen[0])
-          << "strategy " << st << ": rank " << r << " chose differently";
-    for (ShmStrategy c : chosen[0]) {
-      if (st == 0)
-        EXPECT_NE(c, ShmStrategy::Auto) << "auto never decided";
-      else
-        EXPECT_EQ(c, static_cast<ShmStrategy>(st));
-    }
+        8 << 20, kOpTimeout, static_cast<ShmStrategy>(st));
+    expect_same_choices(chosen, st);
   }
   for (int st = 0; st < 5; ++st) {
     for (int r = 0; r < size; ++r) {
@@ -499,16 +508,8 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
                     shm.strategy_for(ShmTuner::kAllToAll, block * P));
             }
           },
-          8 << 20, Millis(20000), static_cast<ShmStrategy>(st));
-      for (size_t r = 1; r < P; ++r)
-        EXPECT_EQ(chosen[r], chosen[0])
-            << "strategy " << st << ": rank " << r << " chose differently";
-      for (ShmStrategy c : chosen[0]) {
-        if (st == 0)
-          EXPECT_NE(c, ShmStrategy::Auto) << "auto never decided";
-        else
-          EXPECT_EQ(c, static_cast<ShmStrategy>(st));
-      }
+          8 << 20, kOpTimeout, static_cast<ShmStrategy>(st));
+      expect_same_choices(chosen, st);
     }
   }
 }
