@@ -223,6 +223,29 @@ void throw_if_out(const FailureState& st) {
 
 constexpr Millis kCheckEvery{100};
 
+// Waits under `lock` (on sh.mu) until done(), checked with the lock held.
+// The failure state is checked each turn with the lock free, and done()
+// again after relocking: the loop thread may have notified meanwhile, and
+// waiting then would miss it for a whole kCheckEvery. At dl, or when the
+// monitor stops, timed_out() runs with the lock held and must raise.
+template <class Done, class TimedOut>
+void wait_until(LivenessMonitor::Shared& sh, FailureState& st,
+                std::unique_lock<std::mutex>& lock, const Deadline& dl,
+                Done done, TimedOut timed_out) {
+  while (!done()) {
+    lock.unlock();
+    throw_if_out(st);
+    lock.lock();
+    if (done()) {
+      return;
+    }
+    if (dl.expired() || sh.stopping) {
+      timed_out();
+    }
+    sh.cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
+  }
+}
+
 }  // namespace
 
 void LivenessMonitor::check_not_handed_off(const char* what) {
@@ -265,30 +288,18 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
     }
     return waiting;
   };
-  for (;;) {
-    std::vector<int> waiting = waiting_for();
-    if (waiting.empty()) {
-      break;
-    }
-    lock.unlock();
-    throw_if_out(*state_);
-    lock.lock();
-    // As in agree: the thread may have handed them over meanwhile.
-    waiting = waiting_for();
-    if (waiting.empty()) {
-      break;
-    }
-    if (dl.expired() || shared_->stopping) {
-      lock.unlock();
-      raise(ErrorKind::Timeout,
-            "timed out after " + format_duration(dl.total()) +
-                " waiting for the liveness thread to hand the control "
-                "connections to " +
-                ranks_ref(waiting) + " over to the shrunk group",
-            {.rank = rank_});
-    }
-    shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
-  }
+  wait_until(
+      *shared_, *state_, lock, dl, [&] { return waiting_for().empty(); },
+      [&] {
+        const std::vector<int> waiting = waiting_for();
+        lock.unlock();
+        raise(ErrorKind::Timeout,
+              "timed out after " + format_duration(dl.total()) +
+                  " waiting for the liveness thread to hand the control "
+                  "connections to " +
+                  ranks_ref(waiting) + " over to the shrunk group",
+              {.rank = rank_});
+      });
   std::vector<Handed> out(peers.size());
   for (size_t i = 0; i < peers.size(); ++i) {
     const auto u = static_cast<size_t>(peers[i]);
@@ -306,30 +317,20 @@ LivenessMonitor::Decision LivenessMonitor::agree(
   std::unique_lock<std::mutex> lock(shared_->mu);
   const uint64_t epoch = shared_->agreement.begin(set_of(exclude, size_), ok);
   shared_->wake_up();
-  for (;;) {
-    if (const AgreeDecision* d = shared_->agreement.decision(epoch)) {
-      return Decision{d->epoch, ranks_in(d->failed), ranks_in(d->exclude),
-                      d->ok};
-    }
-    lock.unlock();
-    throw_if_out(*state_);
-    lock.lock();
-    // The loop thread may have decided (and notified) while the lock was
-    // free: waiting now would miss it for a whole kCheckEvery.
-    if (shared_->agreement.decision(epoch) != nullptr) {
-      continue;
-    }
-    if (dl.expired() || shared_->stopping) {
-      const auto waiting = shared_->agreement.waiting_for(shared_->gone);
-      lock.unlock();
-      raise(ErrorKind::Timeout,
-            "timed out after " + format_duration(dl.total()) +
-                " agreeing on the failed ranks, waiting for " +
-                ranks_ref(waiting),
-            {.rank = rank_});
-    }
-    shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
-  }
+  wait_until(
+      *shared_, *state_, lock, dl,
+      [&] { return shared_->agreement.decision(epoch) != nullptr; },
+      [&] {
+        const auto waiting = shared_->agreement.waiting_for(shared_->gone);
+        lock.unlock();
+        raise(ErrorKind::Timeout,
+              "timed out after " + format_duration(dl.total()) +
+                  " agreeing on the failed ranks, waiting for " +
+                  ranks_ref(waiting),
+              {.rank = rank_});
+      });
+  const AgreeDecision* d = shared_->agreement.decision(epoch);
+  return Decision{d->epoch, ranks_in(d->failed), ranks_in(d->exclude), d->ok};
 }
 
 void LivenessMonitor::post(uint64_t tag, const std::vector<int>& to,
@@ -366,36 +367,31 @@ std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl,
   };
   check_not_handed_off("the survivors' side channel");
   std::unique_lock<std::mutex> lock(shared_->mu);
-  for (;;) {
-    auto it = shared_->mail.find({tag, from});
-    if (it != shared_->mail.end()) {
-      std::string out = std::move(it->second);
-      shared_->mail.erase(it);
-      return out;
-    }
-    if (const int r = lost_one(); r >= 0) {
-      lock.unlock();
-      throw_if_out(*state_);  // aborted or excluded: that first
-      raise(ErrorKind::PeerLost,
-            rank_ref(r) + " was lost while the survivors set up their group",
-            {.rank = rank_, .peer = r});
-    }
-    lock.unlock();
-    throw_if_out(*state_);
-    lock.lock();
-    // As in agree: mail that came while the lock was free.
-    if (shared_->mail.count({tag, from}) != 0 || lost_one() >= 0) {
-      continue;
-    }
-    if (dl.expired() || shared_->stopping) {
-      lock.unlock();
-      raise(ErrorKind::Timeout,
-            "timed out after " + format_duration(dl.total()) + " waiting for " +
-                rank_ref(from) + " in the survivors' side channel",
-            {.rank = rank_, .peer = from});
-    }
-    shared_->cv.wait_for(lock, std::min(kCheckEvery, dl.remaining()));
+  wait_until(
+      *shared_, *state_, lock, dl,
+      [&] {
+        return shared_->mail.count({tag, from}) != 0 || lost_one() >= 0;
+      },
+      [&] {
+        lock.unlock();
+        raise(ErrorKind::Timeout,
+              "timed out after " + format_duration(dl.total()) +
+                  " waiting for " + rank_ref(from) +
+                  " in the survivors' side channel",
+              {.rank = rank_, .peer = from});
+      });
+  auto it = shared_->mail.find({tag, from});
+  if (it != shared_->mail.end()) {
+    std::string out = std::move(it->second);
+    shared_->mail.erase(it);
+    return out;
   }
+  const int r = lost_one();
+  lock.unlock();
+  throw_if_out(*state_);  // aborted or excluded: that first
+  raise(ErrorKind::PeerLost,
+        rank_ref(r) + " was lost while the survivors set up their group",
+        {.rank = rank_, .peer = r});
 }
 
 void LivenessMonitor::drop_mail_below(uint64_t tag) {
