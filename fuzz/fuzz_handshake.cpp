@@ -116,7 +116,7 @@ void handshake(FuzzedDataProvider& fdp) {
     for (size_t r = 0; r < connected.size(); ++r) {
       connected[r] = fdp.ConsumeBool();
     }
-    std::string why = d::star::admission_problem(
+    const d::Detail why = d::star::admission_problem(
         hs.hello(), size, d::token_fingerprint(token), connected);
     try {
       d::send_verdict(server, why.empty(), why,

@@ -207,7 +207,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     raise(ErrorKind::Internal, "this rank is not among its host's members",
           {.rank = rank});
   }
-  Setup s{sc, members, rank, members.front(), size == 1};
+  Setup s{sc, members, rank, members.front(), size == 1, {}, {}};
   const bool creator = rank == s.creator;
   const FailureState* state = conns.state.get();
   Fd listener;
