@@ -25,14 +25,20 @@
 // or eight with direct: the guess, direct, the others, then the others,
 // direct and the guess again in mirrored order, so drift cancels) after
 // two untimed warm calls (the guess, then direct where it is a way),
-// publishes
-// each call's time at the next sync step, and from then on uses the way
-// with the lowest time per byte (the slowest rank's time, best of its
-// samples). The decision is a pure function of values every rank reads from
-// the same shared step, so every rank of the host makes the same choice;
-// results do not depend on it (the reduction order is fixed), only speed.
+// publishes each trial's time at the next sync step, and from then on uses
+// the way with the lowest time per byte (the slowest rank's time; per way
+// the mean of its two trials, so that a drift cancels over the mirrored
+// order, or the lower of them where one is far off: a time slice lost to
+// another process). The best of two would favour the way tried last (the
+// guess: its second trial is the warmest call of all). Calls after the
+// trials are not timed: one call on unusual caches (buffers the caller has
+// just rewritten) must not overturn the choice. The decision is a pure
+// function of values every rank reads from the same shared step, so every
+// rank of the host makes the same choice; results do not depend on it (the
+// reduction order is fixed), only speed.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -156,11 +162,14 @@ class ShmTuner {
                                                       : guess);
     }
     const uint32_t idx = call - kWarmCalls;
-    if (idx < trials) {
-      pick = idx < trials / 2 ? order[idx] : order[trials - 1 - idx];
-    } else {
-      pick = best_of(c, order[0]);
+    if (idx >= trials) {
+      // Decided (or, for the call begun before the last trial's time is
+      // absorbed, as good as: the same table on every rank). Untimed.
+      c.calls = kWarmCalls + trials;  // no wrap-around, however many calls
+      timing_ = false;
+      return shm_way(static_cast<ShmStrategy>(best_of(c, order[0]) + 1));
     }
+    pick = idx < trials / 2 ? order[idx] : order[trials - 1 - idx];
     cur_ = Record{kind, class_of(bytes), pick, bytes};
     timing_ = true;
     return shm_way(static_cast<ShmStrategy>(pick + 1));
@@ -195,10 +204,12 @@ class ShmTuner {
     Class& c = table_[done_.kind][done_.cls];
     const double per_byte =
         static_cast<double>(slowest_ns) / static_cast<double>(done_.bytes | 1);
-    double& best = c.best[done_.pick];
-    if (c.samples[done_.pick] == 0 || per_byte < best)
-      best = per_byte;
-    ++c.samples[done_.pick];
+    const auto w = static_cast<size_t>(done_.pick);
+    c.low[w] = c.samples[w] == 0 ? per_byte : std::min(c.low[w], per_byte);
+    c.high[w] = c.samples[w] == 0 ? per_byte : std::max(c.high[w], per_byte);
+    c.best[w] =
+        c.high[w] <= kAlike * c.low[w] ? (c.low[w] + c.high[w]) / 2 : c.low[w];
+    ++c.samples[w];
     uint32_t taken = 0;
     for (int w = 0; w < c.ways; ++w)
       taken += c.samples[static_cast<size_t>(w)];
@@ -251,11 +262,15 @@ class ShmTuner {
 
  private:
   static constexpr size_t kClasses = 48;
+  // Two trials of a way within this factor are alike (their mean counts);
+  // further apart, the slower one was disturbed (the lower counts).
+  static constexpr double kAlike = 1.5;
   struct Class {
     uint32_t calls = 0;
     int ways = kStoreWays;  // fixed by the first call
     std::array<uint32_t, kShmWays> samples{};
-    std::array<double, kShmWays> best{};  // ns per byte, lowest seen
+    std::array<double, kShmWays> low{}, high{};  // ns per byte
+    std::array<double, kShmWays> best{};         // the estimate (see kAlike)
   };
   // The measured way with the lowest time per byte (ties: the lower index);
   // `fallback` if none is measured yet.

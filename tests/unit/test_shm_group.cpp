@@ -514,6 +514,58 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
   }
 }
 
+// Each way's two trials count by their mean, so a drift over the trials
+// (later calls faster) cancels over the mirrored order instead of
+// favouring the way tried last; a trial far off its twin (a lost time
+// slice) counts by the lower of the two; calls after the trials are not
+// timed, so no later call changes the choice.
+TEST(ShmTuner, MirroredTrialsCancelDriftAndIgnoreOutliers) {
+  using S = ShmStrategy;
+  const size_t n = 1 << 20;
+  const int warm = static_cast<int>(ShmTuner::kWarmCalls);
+  // Runs the trials with `cost` (ns per byte, by way and trial index) and
+  // returns the choice.
+  auto decide = [&](auto cost) {
+    ShmTuner t;
+    for (int call = 0; call < warm + 6; ++call) {
+      ShmWay w = t.begin(ShmTuner::kReduce, n, S::Stream);
+      const S way = !w.stream_stage ? S::Cached
+                    : w.stream_out  ? S::Stream
+                                    : S::StreamStage;
+      t.finish(1);
+      t.take_report();
+      const double ns = call < warm ? 0 : cost(way, call - warm);
+      t.absorb(static_cast<uint64_t>(ns * static_cast<double>(n)));
+    }
+    const S pick = t.chosen(ShmTuner::kReduce, n);
+    // Later calls run the choice untimed, however fast they are.
+    for (int call = 0; call < 3; ++call) {
+      ShmWay w = t.begin(ShmTuner::kReduce, n, S::Stream);
+      EXPECT_EQ(shm_way(pick).stream_stage, w.stream_stage);
+      EXPECT_EQ(shm_way(pick).stream_out, w.stream_out);
+      t.finish(1);
+      EXPECT_EQ(t.take_report(), 0u);
+      t.absorb(1);
+    }
+    EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), pick);
+    return pick;
+  };
+  // Trial order: stream, cached, stream-stage, stream-stage, cached, stream.
+  // stream-stage 1.0 ns/byte, stream 1.1, cached 3, and every trial
+  // 0.06 faster than the one before: the best of two would take stream
+  // (its last trial, 1.1, against stream-stage's 1.12).
+  auto base = [](S w) {
+    return w == S::Cached ? 3.0 : w == S::Stream ? 1.1 : 1.0;
+  };
+  EXPECT_EQ(decide([&](S w, int i) { return base(w) + 0.3 - 0.06 * i; }),
+            S::StreamStage);
+  // One of stream-stage's trials loses a time slice (ten times slower).
+  EXPECT_EQ(decide([&](S w, int i) {
+              return base(w) * (w == S::StreamStage && i == 2 ? 10 : 1);
+            }),
+            S::StreamStage);
+}
+
 // The measuring itself: each way twice in mirrored order from the guess,
 // then the lowest time per byte, the same sequence on every rank that
 // absorbs the same reports.
@@ -536,7 +588,8 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
     trials.push_back(name(w));
     t.finish(0);
     uint64_t report = t.take_report();
-    EXPECT_EQ(report != 0, call >= warm) << "warm calls are not timed";
+    EXPECT_EQ(report != 0, call >= warm && call < warm + 6)
+        << "only the trials are timed";
     t.absorb(cost(w));
     if (call < warm + 5)
       EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto) << call;
