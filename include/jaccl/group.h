@@ -70,9 +70,10 @@ class Group {
   // block j (send_counts[j] bytes) to rank j; output packs the blocks
   // received, block i (recv_counts[i] bytes) from rank i. Both spans have
   // size() entries (else UsageError); input and output must not overlap.
-  // Counts are checked across ranks before any data moves: rank a expecting
-  // x bytes from rank b while b sends y != x is a ProtocolError naming both
-  // ranks and both counts, on every rank. The defaults of both throw
+  // Counts are checked across ranks: rank a expecting x bytes from rank b
+  // while b sends y != x is a ProtocolError naming both ranks and both
+  // counts, on every rank (output is then unspecified; the group stays
+  // usable). The defaults of both throw
   // UsageError, for Group implementations outside jaccl (as split's).
   virtual void all_to_allv(const void* input,
                            std::span<const size_t> send_counts, void* output,
@@ -98,7 +99,7 @@ class Group {
   // r. scatter: root's input holds size() blocks; rank r receives block r
   // in output. Input and output must not overlap. Built on all_to_allv, so
   // ranks that disagree on the root or the size fail alike with a
-  // ProtocolError before any data moves.
+  // ProtocolError.
   virtual void gather(const void* input, void* output, size_t n_bytes,
                       int root);
   virtual void scatter(const void* input, void* output, size_t n_bytes,

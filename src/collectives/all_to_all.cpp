@@ -53,7 +53,7 @@ void check_matrix(const Counts& c, int rank,
         "all_to_allv: " + a + " expects " + std::to_string(m.expects) +
             " bytes from " + b + ", but " + b + " sends " +
             std::to_string(m.sends) + " bytes to " + a +
-            " (the counts were checked on every rank before any data moved)",
+            " (every rank checked the same counts)",
         {.rank = rank});
 }
 
@@ -116,6 +116,83 @@ void all_to_all(Links& l, const OpContext& ctx, const char* in, char* out,
         {from, nullptr, 0, out + static_cast<size_t>(from) * n, n});
   }
   exchange(l, ctx, blocks);
+}
+
+namespace {
+
+struct VRun {
+  Links& l;
+  VState& st;
+  std::span<const size_t> recv;
+  char* dst;
+};
+
+// A peer's row is in: post its block's receives on the pair's wires, cut
+// as the sender cut them (add_parts).
+bool on_row(void* self, Transfer& x) {
+  auto& v = *static_cast<VRun*>(self);
+  if (x.bare) {
+    return false;  // a block's part
+  }
+  const auto p = static_cast<size_t>(x.peer);
+  const size_t s = Counts{v.st.counts.data(), v.l.size}.sends(x.peer, v.l.rank);
+  char* buf = v.dst + v.st.roff[p];
+  if (s != v.recv[p]) {
+    v.st.drop[p].resize(s);
+    buf = v.st.drop[p].data();
+  }
+  const size_t all = v.l.wires[p].size();
+  const size_t wires = s == 0 ? 0 : wires_for(s, all, kSplitBytes);
+  for (size_t w = 0; w < all; ++w) {
+    const ring::Range part =
+        w < wires ? ring::split(s, wires, w) : ring::Range{};
+    arm(v.l.xfers[v.st.first[p] + w], buf + part.off, part.len);
+  }
+  return true;
+}
+
+}  // namespace
+
+Counts all_to_allv(Links& l, const OpContext& ctx, const char* src,
+                   std::span<const size_t> send, char* dst,
+                   std::span<const size_t> recv, VState& st) {
+  const int n = l.size;
+  const int r = l.rank;
+  const size_t row = 2 * static_cast<size_t>(n);
+  st.counts.resize(row * static_cast<size_t>(n));
+  uint64_t* mine = st.counts.data() + static_cast<size_t>(r) * row;
+  fill_row(send, recv, mine);
+  offsets_of(send, st.soff);
+  offsets_of(recv, st.roff);
+  st.first.assign(static_cast<size_t>(n), 0);
+  st.drop.resize(static_cast<size_t>(n));
+  const size_t row_bytes = row * sizeof(uint64_t);
+  for (int k = 1; k < n; ++k) {
+    const int to = send_peer(r, n, k);
+    const auto ut = static_cast<size_t>(to);
+    l.add_send(to, 0, ctx, mine, row_bytes);
+    const size_t before = l.xfers.size();
+    add_parts(l, ctx, to, true, const_cast<char*>(src + st.soff[ut]), send[ut]);
+    for (size_t i = before; i < l.xfers.size(); ++i) {
+      l.xfers[i].bare = true;
+    }
+  }
+  for (int k = 1; k < n; ++k) {
+    const int from = recv_peer(r, n, k);
+    const auto uf = static_cast<size_t>(from);
+    l.add_recv(from, 0, st.counts.data() + uf * row, row_bytes);
+    st.first[uf] = l.xfers.size();
+    for (size_t w = 0; w < l.wires[uf].size(); ++w) {
+      Transfer& x = l.add_recv(from, static_cast<int>(w), nullptr, 0);
+      x.bare = x.deferred = true;
+    }
+  }
+  VRun v{l, st, recv, dst};
+  l.run(ctx, {on_row, &v});
+  for (auto& d : st.drop) {
+    std::vector<char>().swap(d);  // only an error needed them
+  }
+  return {st.counts.data(), n};
 }
 
 }  // namespace jaccl::detail::a2a

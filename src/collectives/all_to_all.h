@@ -4,11 +4,13 @@
 // group's links (every block to and from every peer posted at once, large
 // blocks split over all of the pair's wires, bounded by the op deadline).
 //
-// all_to_allv gathers every rank's send and receive counts first (one small
-// all-gather) and checks the whole matrix on every rank, so a mismatch is
-// found on every rank at the same point, before any data moves: every rank
-// throws the same ProtocolError and the group stays usable (nothing is out
-// of step: the groups run the check through OpRunner::agreed).
+// all_to_allv puts every rank's send and receive counts on every rank and
+// checks the whole matrix there, so a mismatch is found on every rank at the
+// same point: every rank throws the same ProtocolError and the group stays
+// usable (nothing is out of step: the groups run the check through
+// OpRunner::agreed). The shared-memory group gathers the counts before any
+// data moves; over links the counts travel ahead of the data in the same
+// round (a block whose counts disagree is dropped by its receiver).
 #pragma once
 
 #include <cstddef>
@@ -65,5 +67,25 @@ void exchange(Links& l, const OpContext& ctx, std::span<const Block> blocks);
 // checked the arguments): own block copied, the others exchanged.
 void all_to_all(Links& l, const OpContext& ctx, const char* in, char* out,
                 size_t n);
+
+// all_to_allv's state over links, kept by the group between calls.
+struct VState {
+  std::vector<uint64_t> counts;  // the counts matrix (Counts)
+  std::vector<size_t> soff, roff;
+  std::vector<size_t> first;  // per peer: its first block receive in xfers
+  // Per peer: where a block whose counts disagree goes (dropped).
+  std::vector<std::vector<char>> drop;
+};
+
+// all_to_allv over links (size >= 2) in one round: to every peer this
+// rank's row of the counts matrix under the op header (ctx.desc), then its
+// block without one; a receiver posts a block's receive once the sender's
+// row has said how long it is: into dst where the counts agree, else
+// dropped (so the streams stay in step). Returns the whole matrix, the
+// same on every rank, for the caller to check; the own block is not
+// copied.
+Counts all_to_allv(Links& l, const OpContext& ctx, const char* src,
+                   std::span<const size_t> send, char* dst,
+                   std::span<const size_t> recv, VState& st);
 
 }  // namespace jaccl::detail::a2a

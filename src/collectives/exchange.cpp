@@ -116,8 +116,16 @@ void check_or_flush(std::span<Link*> links, const Transfer& got,
 
 }  // namespace
 
+void arm(Transfer& x, char* buf, size_t len) {
+  x.buf = buf;
+  x.len = len;
+  x.msg.prepare(nullptr, buf, len);
+  x.msg.whole = true;
+  x.link->post_recv(x.msg);
+}
+
 void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
-                   std::vector<Link*>& used) {
+                   std::vector<Link*>& used, RecvDone on_done) {
   used.clear();
   for (Transfer& x : xs) {
     if (std::find(used.begin(), used.end(), x.link) == used.end()) {
@@ -138,9 +146,13 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
       if (x.is_send != (pass == 0)) {
         continue;
       }
-      x.msg.prepare(&x.hdr, x.buf, x.len);
+      x.checked = x.reported = false;
+      if (x.deferred) {
+        x.msg.prepare(nullptr, nullptr, 0);  // not done until armed
+        continue;
+      }
+      x.msg.prepare(x.bare ? nullptr : &x.hdr, x.buf, x.len);
       x.msg.whole = true;
-      x.checked = false;
       if (x.is_send) {
         x.link->post_send(x.msg);
       } else {
@@ -155,11 +167,16 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
       moved |= l->progress(ctx.name);
     }
     bool all = true;
+    bool armed = false;
     for (Transfer& x : xs) {
       if (!x.is_send && x.msg.hdr_in && !x.checked) {
         check_or_flush(used, x, ctx);
         x.checked = true;
         x.link->accept(x.msg);
+      }
+      if (!x.is_send && x.msg.done && !x.reported && on_done.fn != nullptr) {
+        x.reported = true;
+        armed = on_done.fn(on_done.self, x) || armed;
       }
       all = all && x.msg.done;
     }
@@ -168,6 +185,9 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
     }
     if (moved) {
       ws.progressed();
+    }
+    if (armed) {
+      continue;  // what it armed may be in already
     }
     ws.clear();
     for (Link* l : used) {
@@ -211,7 +231,7 @@ Transfer& Links::add_recv(int peer, int wire, void* buf, size_t len) {
   return x;
 }
 
-void Links::run(const OpContext& ctx) {
+void Links::run(const OpContext& ctx, RecvDone on_done) {
   // Count the op once per link and direction (several wires share a count).
   for (const Transfer& x : xfers) {
     auto& seq = x.is_send ? send_seq[x.peer] : recv_seq[x.peer];
@@ -223,7 +243,7 @@ void Links::run(const OpContext& ctx) {
     std::vector<Transfer>& v;
     ~Clear() { v.clear(); }
   } clear{xfers};
-  run_transfers(xfers, ctx, ws, used);
+  run_transfers(xfers, ctx, ws, used, on_done);
 }
 
 }  // namespace jaccl::detail

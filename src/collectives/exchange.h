@@ -82,18 +82,35 @@ struct Transfer {
   int peer = -1;
   bool is_send = false;
   bool checked = false;  // receive: header checked
-  uint32_t seq = 0;      // sent, or expected
+  // No op header: bytes that follow a headed message of the same op.
+  bool bare = false;
+  // Receive: posted by arm() once an earlier message said its length.
+  bool deferred = false;
+  bool reported = false;  // receive: RecvDone has seen it complete
+  uint32_t seq = 0;       // sent, or expected
   OpHeader hdr{};
   char* buf = nullptr;
   size_t len = 0;
   Msg msg;
 };
 
-// Posts all transfers (sends first) and runs them to completion on this
-// thread, checking each received header, bounded by the op deadline.
-// scratch and ws are reusable.
+// Called once for each receive as it completes; it may arm() deferred
+// receives (a length announced in the received bytes) and then returns
+// true.
+struct RecvDone {
+  bool (*fn)(void* self, Transfer& x) = nullptr;
+  void* self = nullptr;
+};
+
+// Posts a deferred receive of len bytes into buf (len 0: nothing to
+// receive, done at once).
+void arm(Transfer& x, char* buf, size_t len);
+
+// Posts all transfers (sends first; deferred receives wait for arm()) and
+// runs them to completion on this thread, checking each received header,
+// bounded by the op deadline. scratch and ws are reusable.
 void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
-                   std::vector<Link*>& scratch);
+                   std::vector<Link*>& scratch, RecvDone on_done = {});
 
 // The group's view of its links (owned by the Network) and the per-link op
 // counters that go into headers.
@@ -116,7 +133,8 @@ struct Links {
                      size_t len);
   Transfer& add_recv(int peer, int wire, void* buf, size_t len);
   // Runs the queued transfers, then counts the op on every link it used.
-  void run(const OpContext& ctx);
+  // xfers must not grow while it runs (posted messages stay in place).
+  void run(const OpContext& ctx, RecvDone on_done = {});
 };
 
 }  // namespace jaccl::detail

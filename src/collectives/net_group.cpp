@@ -230,45 +230,34 @@ class NetGroup final : public Group {
   void all_to_allv_body(const char* src, std::span<const size_t> send,
                         char* dst, std::span<const size_t> recv,
                         const Deadline& dl) {
-    const int n = links_.size;
     const int r = links_.rank;
-    // The counts matrix: every rank's row, gathered over the mesh.
-    const size_t row = 2 * static_cast<size_t>(n);
-    counts_.resize(row * static_cast<size_t>(n));
-    uint64_t* mine = counts_.data() + static_cast<size_t>(r) * row;
-    a2a::fill_row(send, recv, mine);
-    OpContext ctx =
-        make_ctx(OpKind::AllToAllv, -1, row * sizeof(uint64_t), false, dl);
-    if (n > 1) {
-      mesh::all_gather(links_, ctx, mine, counts_.data(),
-                       row * sizeof(uint64_t));
+    const auto ur = static_cast<size_t>(r);
+    if (links_.size == 1) {
+      // The counts check of one rank: what it sends itself, it receives.
+      if (send[0] != recv[0]) {
+        v_.counts.resize(2);
+        a2a::fill_row(send, recv, v_.counts.data());
+        ops_.agreed([&] {
+          a2a::check_matrix({v_.counts.data(), 1}, who(r),
+                            [this](int m) { return who(m); });
+        });
+      }
+      std::memcpy(dst, src, send[0]);
+      return;
     }
-    const a2a::Counts c{counts_.data(), n};
+    // Headers carry the size of a row of the counts matrix (the same on
+    // every rank).
+    OpContext ctx = make_ctx(OpKind::AllToAllv, -1,
+                             2 * links_.size * sizeof(uint64_t), false, dl);
+    ctx.desc.streams = static_cast<uint8_t>(streams_);
+    const a2a::Counts c =
+        a2a::all_to_allv(links_, ctx, src, send, dst, recv, v_);
     ops_.agreed([&] {
       a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
     });
-    a2a::offsets_of(send, soff_);
-    a2a::offsets_of(recv, roff_);
-    const auto ur = static_cast<size_t>(r);
     if (send[ur] != 0) {
-      std::memcpy(dst + roff_[ur], src + soff_[ur], send[ur]);
+      std::memcpy(dst + v_.roff[ur], src + v_.soff[ur], send[ur]);
     }
-    if (n == 1) {
-      return;
-    }
-    // Headers carry the job's total (the same on every rank).
-    ctx.desc.n_bytes = c.total();
-    ctx.desc.streams = static_cast<uint8_t>(streams_);
-    blocks_.clear();
-    for (int k = 1; k < n; ++k) {
-      const auto to = static_cast<size_t>(a2a::send_peer(r, n, k));
-      const auto from = static_cast<size_t>(a2a::recv_peer(r, n, k));
-      blocks_.push_back(
-          {static_cast<int>(to), src + soff_[to], send[to], nullptr, 0});
-      blocks_.push_back(
-          {static_cast<int>(from), nullptr, 0, dst + roff_[from], recv[from]});
-    }
-    a2a::exchange(links_, ctx, blocks_);
   }
 
   OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring,
@@ -323,10 +312,8 @@ class NetGroup final : public Group {
   OpRunner ops_;  // every op's lock, checks, deadline and failure rule
   Links links_;
   std::vector<char> tmp_;
-  size_t streams_ = 1;            // wires per pair (all_to_all headers)
-  std::vector<uint64_t> counts_;  // all_to_allv's counts matrix
-  std::vector<size_t> soff_, roff_;
-  std::vector<a2a::Block> blocks_;
+  size_t streams_ = 1;                // wires per pair (all_to_all headers)
+  a2a::VState v_;                     // all_to_allv's counts and scratch
   std::unique_ptr<RingEngine> ring_;  // last: its threads stop first
 };
 

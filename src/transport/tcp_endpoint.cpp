@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -17,6 +20,10 @@ namespace {
 
 // iovecs per sendmsg/recvmsg: a header and a payload for a few messages.
 constexpr int kMaxIov = 16;
+// Read-ahead of a small receive (TcpLink::pump), as Open MPI's TCP BTL
+// reads on into its endpoint cache.
+constexpr size_t kAhead = size_t(16) << 10;
+thread_local std::vector<char> t_ahead;
 
 bool is_peer_lost(int err) {
   return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT ||
@@ -83,6 +90,9 @@ class TcpLink final : public Link {
   }
 
   void want(WaitSet& ws) override {
+    if (!recvs_.empty() && ahead_len_ != 0) {
+      ws.ready_now();  // bytes read ahead wait for a receive
+    }
     ws.add_fd(fd_.get(), !recvs_.empty(), !sends_.empty());
   }
 
@@ -118,28 +128,72 @@ class TcpLink final : public Link {
     q.push(m);
   }
 
+  // The iovecs of the queue's head messages (at most kMaxIov); want gets
+  // their length. Returns the count; *all: every queued message is in.
+  static int gather(const MsgQueue& q, iovec* iov, size_t& want, bool* all) {
+    int n_iov = 0;
+    want = 0;
+    const Msg* m = q.head;
+    for (; m != nullptr && n_iov + 2 <= kMaxIov; m = m->next) {
+      if (m->hdr != nullptr && m->hdr_done < kMsgHeaderBytes) {
+        iov[n_iov++] = {static_cast<char*>(m->hdr) + m->hdr_done,
+                        kMsgHeaderBytes - m->hdr_done};
+        want += kMsgHeaderBytes - m->hdr_done;
+      }
+      if (m->moved < m->len) {
+        const size_t left = std::min(m->len - m->moved, kMaxIoSlice - want);
+        iov[n_iov++] = {m->buf + m->moved, left};
+        want += left;
+      }
+      if (want >= kMaxIoSlice) {
+        break;
+      }
+    }
+    *all = m == nullptr && want < kMaxIoSlice;
+    return n_iov;
+  }
+
+  // Copies bytes read ahead into the posted receives; returns how many.
+  size_t take_ahead(const iovec* iov, int n_iov) {
+    size_t n = 0;
+    for (int i = 0; i < n_iov && n < ahead_len_; ++i) {
+      const size_t k = std::min(iov[i].iov_len, ahead_len_ - n);
+      std::memcpy(iov[i].iov_base, ahead_.get() + ahead_off_ + n, k);
+      n += k;
+    }
+    ahead_off_ += n;
+    ahead_len_ -= n;
+    return n;
+  }
+
   // One sendmsg/recvmsg over the queue's head messages; pops what is done.
   // Returns whether bytes moved.
   bool pump(MsgQueue& q, bool is_send, const char* op) {
     bool moved = false;
     while (!q.empty()) {
-      iovec iov[kMaxIov];
-      int n_iov = 0;
+      iovec iov[kMaxIov + 1];
       size_t want = 0;
-      for (Msg* m = q.head; m != nullptr && n_iov + 2 <= kMaxIov; m = m->next) {
-        if (m->hdr != nullptr && m->hdr_done < kMsgHeaderBytes) {
-          iov[n_iov++] = {static_cast<char*>(m->hdr) + m->hdr_done,
-                          kMsgHeaderBytes - m->hdr_done};
-          want += kMsgHeaderBytes - m->hdr_done;
+      bool all = false;
+      int n_iov = gather(q, iov, want, &all);
+      if (!is_send && ahead_len_ != 0) {
+        account(q, take_ahead(iov, n_iov), false);
+        moved = true;
+        continue;
+      }
+      // Small receives read on into a buffer of this link: what a peer
+      // sends right behind (all_to_allv's block behind its counts) then
+      // costs a copy instead of another recvmsg.
+      // A link gets its own buffer once it has read ahead (a scratch of
+      // the thread's until then: a rank of thousands of links that never
+      // read ahead keeps none).
+      const bool ahead = !is_send && all && want < kAhead;
+      char* into = ahead_ ? ahead_.get() : t_ahead.data();
+      if (ahead) {
+        if (into == nullptr) {
+          t_ahead.resize(kAhead);
+          into = t_ahead.data();
         }
-        if (m->moved < m->len) {
-          const size_t left = std::min(m->len - m->moved, kMaxIoSlice - want);
-          iov[n_iov++] = {m->buf + m->moved, left};
-          want += left;
-        }
-        if (want >= kMaxIoSlice) {
-          break;
-        }
+        iov[n_iov++] = {into, kAhead};
       }
       msghdr msg{};
       msg.msg_iov = iov;
@@ -162,8 +216,17 @@ class TcpLink final : public Link {
               {.rank = rank_, .peer = peer_});
       }
       moved = moved || got > 0;
-      account(q, static_cast<size_t>(got), is_send);
-      if (static_cast<size_t>(got) < want) {
+      const auto n = static_cast<size_t>(got);
+      account(q, std::min(n, want), is_send);
+      if (n > want) {
+        if (!ahead_) {
+          ahead_ = std::make_unique_for_overwrite<char[]>(kAhead);
+          std::memcpy(ahead_.get(), into, n - want);
+        }
+        ahead_off_ = 0;
+        ahead_len_ = n - want;
+      }
+      if (n < want + (ahead ? kAhead : 0)) {
         return moved;  // drained (recv) or full (send): let poll() decide
       }
     }
@@ -208,6 +271,11 @@ class TcpLink final : public Link {
   size_t sndbuf_;  // the SO_SNDBUF set now
   MsgQueue sends_;
   MsgQueue recvs_;
+  // Bytes of the stream read past the posted receives, for the next ones
+  // (allocated on the first small receive; kept across ops: stream order).
+  std::unique_ptr<char[]> ahead_;
+  size_t ahead_off_ = 0;
+  size_t ahead_len_ = 0;
 };
 
 }  // namespace

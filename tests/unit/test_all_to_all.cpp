@@ -4,9 +4,10 @@
 // in-process side channel, over TCP (mesh, 1 and 2 wires) and shared memory,
 // at sizes on both sides of the wire split and of the shared-memory window;
 // the counts check (the same ProtocolError on every rank, the group still
-// usable) and the usage errors. The full matrix (every element size class,
-// N up to 8, the hierarchical group, ofi) runs in test_group_conformance,
-// test_conformance and test_hier (tests/support/group_conformance_a2a.cpp).
+// usable, also when a block that disagrees is large) and the usage errors. The
+// full matrix (every element size class, N up to 8, the hierarchical group,
+// ofi) runs in test_group_conformance, test_conformance and test_hier
+// (tests/support/group_conformance_a2a.cpp).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -149,6 +150,50 @@ TEST_P(AllToAll, MismatchedCountsFailEveryRankAlikeAndKeepTheGroup) {
     EXPECT_EQ(seen[static_cast<size_t>(r)].rfind(want, 0), 0u)
         << "rank " << r << ": " << seen[static_cast<size_t>(r)];
     EXPECT_EQ(seen[static_cast<size_t>(r)], seen[0]) << "rank " << r;
+    EXPECT_EQ(after[static_cast<size_t>(r)], "") << "rank " << r;
+  }
+}
+
+// Counts that disagree both ways, one block large enough to be split over
+// the wires: every rank reports the first pair, and the streams stay in
+// step (over TCP a receiver drops a block whose counts disagree).
+TEST_P(AllToAll, MismatchedLargeAndShortBlocksKeepTheStreamsInStep) {
+  const Case& c = GetParam();
+  if (c.n < 2)
+    GTEST_SKIP() << "needs a peer";
+  const int last = c.n - 1;
+  std::vector<std::string> seen(static_cast<size_t>(c.n)),
+      after(static_cast<size_t>(c.n));
+  auto errors = run_ranks(c, [&](Group& g) {
+    const int P = g.size(), me = g.rank();
+    std::vector<size_t> send(P, 3), recv(P, 3);
+    if (me == 0)
+      send[last] = 1300001;  // last expects 3: more than it takes
+    if (me == last)
+      send[0] = 1;  // 0 expects 3: fewer than it waits for
+    size_t in_bytes = 0, out_bytes = 0;
+    for (int j = 0; j < P; ++j) {
+      in_bytes += send[j];
+      out_bytes += recv[j];
+    }
+    std::vector<uint8_t> in(in_bytes, 7), out(out_bytes);
+    for (int round = 0; round < 2; ++round) {
+      try {
+        g.all_to_allv(in.data(), send, out.data(), recv);
+      } catch (const ProtocolError& e) {
+        const std::string what = e.what();
+        seen[static_cast<size_t>(me)] = what.substr(what.find("all_to_allv:"));
+      }
+    }
+    after[static_cast<size_t>(me)] = check(g, 1003, 700001);
+  });
+  const std::string want = "all_to_allv: rank 0 expects 3 bytes from rank " +
+                           std::to_string(last) + ", but rank " +
+                           std::to_string(last) + " sends 1 bytes to rank 0";
+  for (int r = 0; r < c.n; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(seen[static_cast<size_t>(r)].rfind(want, 0), 0u)
+        << "rank " << r << ": " << seen[static_cast<size_t>(r)];
     EXPECT_EQ(after[static_cast<size_t>(r)], "") << "rank " << r;
   }
 }

@@ -970,5 +970,35 @@ TEST(TcpLink, AnAutotunedSocketKeepsItsBuffer) {
   ::close(fd);
 }
 
+// A small receive reads on: the bytes the peer sent right behind it serve
+// the next receive in stream order, even after the peer has closed.
+TEST(TcpLink, BytesReadAheadServeTheNextReceive) {
+  Fd far;
+  Fd s = loopback_pair(far);
+  auto link = make_tcp_link(std::move(s), 0, 1, /*sndbuf=*/0);
+  std::vector<char> sent(4 + 3000);
+  for (size_t i = 0; i < sent.size(); ++i)
+    sent[i] = static_cast<char>(i * 7 + 1);
+  ASSERT_EQ(::send(far.get(), sent.data(), sent.size(), 0),
+            static_cast<ssize_t>(sent.size()));
+  far = Fd();  // closed: what follows must come from the read-ahead
+  std::vector<char> a(4), b(3000);
+  Msg ma;
+  ma.prepare(nullptr, a.data(), a.size());
+  link->post_recv(ma);
+  for (int i = 0; i < 1000 && !ma.done; ++i)
+    link->progress("test");
+  ASSERT_TRUE(ma.done);
+  Msg mb;
+  mb.prepare(nullptr, b.data(), b.size());
+  link->post_recv(mb);
+  EXPECT_TRUE(link->progress("test"));
+  EXPECT_TRUE(mb.done);
+  EXPECT_EQ(std::string(a.data(), 4), std::string(sent.data(), 4));
+  EXPECT_EQ(std::string(b.data(), b.size()),
+            std::string(sent.data() + 4, b.size()));
+  link->clear();
+}
+
 }  // namespace
 }  // namespace jaccl::test
