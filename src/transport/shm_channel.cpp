@@ -110,9 +110,8 @@ WaitMode ShmChannel::wait_mode(int peer) {
   for (int q = 0; q < size_ && lowest < 0; ++q) {
     const bool waited =
         peer >= 0 ? q == peer
-                  : q != rank_ &&
-                        ctl(q).arrive.load(std::memory_order_relaxed) < step_;
-    if (waited && ctl(q).cpu.load(std::memory_order_relaxed) == me)
+                  : q != rank_ && !arrived(q, step_, std::memory_order_relaxed);
+    if (waited && cpu_of(q) == me)
       lowest = q;
   }
   if (lowest < 0)
@@ -137,8 +136,8 @@ WaitMode ShmChannel::wait_mode(int peer) {
 void ShmChannel::arrive(const ShmStepDesc& d) {
   ++step_;
   const uint64_t s = step_;
-  RankCtl& me = ctl(rank_);
-  me.desc[s & 1] = d;
+  StepLine& me = line(rank_, s);
+  me.desc = d;
   note_cpu();
   me.arrive.store(s, std::memory_order_release);
   waker_fence(asymmetric_);  // shm_sync.h: who pays for the store-load fence
@@ -150,7 +149,7 @@ void ShmChannel::arrive(const ShmStepDesc& d) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     bool all_in = true;
     for (int q = 0; q < size_ && all_in; ++q) {
-      all_in = ctl(q).arrive.load(std::memory_order_seq_cst) >= s;
+      all_in = arrived(q, s, std::memory_order_seq_cst);
     }
     if (all_in) {
       wake().bump();
@@ -160,11 +159,11 @@ void ShmChannel::arrive(const ShmStepDesc& d) {
 
 uint64_t ShmChannel::await(const Deadline& dl) {
   const uint64_t s = step_;
-  const ShmStepDesc d = ctl(rank_).desc[s & 1];
+  const ShmStepDesc d = line(rank_, s).desc;
   int first_missing = 0;  // arrivals only grow: earlier ranks stay arrived
   auto ready = [&] {
     for (; first_missing < size_; ++first_missing) {
-      if (ctl(first_missing).arrive.load(std::memory_order_acquire) < s)
+      if (!arrived(first_missing, s, std::memory_order_acquire))
         return false;
     }
     return true;
@@ -174,7 +173,7 @@ uint64_t ShmChannel::await(const Deadline& dl) {
     if (dl.expired()) {
       std::vector<int> missing;
       for (int q = 0; q < size_; ++q) {
-        if (ctl(q).arrive.load(std::memory_order_acquire) < s)
+        if (!arrived(q, s, std::memory_order_acquire))
           missing.push_back(who(q));
       }
       raise(ErrorKind::Timeout,
@@ -186,7 +185,7 @@ uint64_t ShmChannel::await(const Deadline& dl) {
   });
   uint64_t slowest = 0;
   for (int q = 0; q < size_; ++q) {
-    const ShmStepDesc& o = ctl(q).desc[s & 1];
+    const ShmStepDesc& o = line(q, s).desc;
     slowest = std::max(slowest, o.report);
     if (o.op != d.op || o.n_bytes != d.n_bytes || o.dtype != d.dtype ||
         o.root != d.root) {

@@ -74,7 +74,7 @@ class ShmChannel {
     return base_ + layout_.result_off(static_cast<int>(s & 1));
   }
   // What rank q announced at the last step.
-  const ShmStepDesc& announced(int q) const { return ctl(q).desc[step_ & 1]; }
+  const ShmStepDesc& announced(int q) const { return line(q, step_).desc; }
 
   // One sync step: publishes d, arrives, waits until every rank has, and
   // checks that every rank announced the same op (ProtocolError naming the
@@ -118,9 +118,22 @@ class ShmChannel {
   char* ring_data(int from, int to) const {
     return base_ + layout_.ring_data_off(from, to);
   }
-  // Publishes the CPU this rank runs on (RankCtl::cpu).
+  // Rank r's announcement of step s.
+  StepLine& line(int r, uint64_t s) const { return ctl(r).line[s & 1]; }
+  // Whether rank r has arrived at step s (or later).
+  bool arrived(int r, uint64_t s, std::memory_order mo) const {
+    return line(r, s).arrive.load(mo) >= s;
+  }
+  // Publishes the CPU this rank runs on, in the line of its last step.
   void note_cpu() {
-    ctl(rank_).cpu.store(::sched_getcpu(), std::memory_order_relaxed);
+    line(rank_, step_).cpu.store(::sched_getcpu(), std::memory_order_relaxed);
+  }
+  // Where rank r last said it ran: the line of its later step.
+  int cpu_of(int r) const {
+    const StepLine* l = ctl(r).line;
+    const bool later = l[1].arrive.load(std::memory_order_relaxed) >
+                       l[0].arrive.load(std::memory_order_relaxed);
+    return l[later ? 1 : 0].cpu.load(std::memory_order_relaxed);
   }
   // peer: the rank waited for, or -1 for every rank that has not arrived
   // at the current step.

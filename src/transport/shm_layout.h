@@ -48,13 +48,23 @@ struct ShmStepDesc {
   uint64_t addr;
 };
 
-struct alignas(kCacheLine) RankCtl {
-  std::atomic<uint64_t> arrive;  // last sync step this rank arrived at
+// A rank's announcement of one sync step, in one cache line, so that a peer
+// waiting for the step reads the arrival and the op from one line (a
+// descriptor straddling two lines cost every other step an extra miss).
+struct alignas(kCacheLine) StepLine {
+  // The last sync step of this line's parity this rank arrived at.
+  std::atomic<uint64_t> arrive;
   // The CPU this rank ran on when it last arrived or started to wait
   // (sched_getcpu; -1 unknown): a rank waiting for it on the same CPU
   // yields at once instead of spinning (shm_sync.h).
   std::atomic<int32_t> cpu{-1};
-  ShmStepDesc desc[2];  // by step parity
+  ShmStepDesc desc;
+};
+static_assert(sizeof(StepLine) == kCacheLine);
+
+// Step s is announced in line[s % 2].
+struct RankCtl {
+  StepLine line[2];
 };
 
 // A single-producer single-consumer byte ring for send/recv of one pair.

@@ -1,9 +1,9 @@
 // Copyright 2026 the jaccl authors.
 // Waiting on shared memory: spin briefly, then sleep on a futex, waking every
 // slice to check the op deadline; a failure bumps the word (ShmChannel), so
-// it wakes the sleepers at once. Ranks may be
-// oversubscribed (4 ranks on 2 cores), so a waiter must give up its core
-// quickly; the spin phase is short and yields.
+// it wakes the sleepers at once. Ranks may be oversubscribed (4 ranks on 2
+// cores), so a waiter that may hold the core its peer needs yields on every
+// poll; one whose peer runs elsewhere never yields (see wait_until).
 #pragma once
 
 #include <linux/futex.h>
@@ -78,18 +78,28 @@ template <class Ready, class Check, class Mode>
 void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
                 Mode mode) {
   using Clock = std::chrono::steady_clock;
-  // 1. Spin without giving up the core: a peer that is running answers in
-  //    well under a microsecond, and a yield here would hand the core to any
-  //    other process for a whole time slice. Oversubscribed, the peer is
-  //    likely waiting for this core, so every poll yields.
-  //    The scheduler may also put two ranks that woke each other on one CPU
-  //    and leave them there for a long while (a spin then costs a whole
-  //    step); then the waiter yields, and the caller moves one of them
-  //    (ShmChannel::wait_mode). Sleeping on the futex instead did not
-  //    separate them (the wake-up put the sleeper back beside its waker).
-  //    Figures: BENCHMARKS.md, History.
-  // 2. Then yield between polls for a while.
-  // 3. Then sleep on the futex.
+  // 1. Poll for up to kSleepAfter, then sleep on the futex.
+  //    A peer that runs on another core answers in well under a
+  //    microsecond, so the poll spins and never yields: a yield hands this
+  //    core to whatever else is runnable here (a compute thread of this
+  //    process, another process) until the scheduler's next tick, and a
+  //    step that waits for that costs milliseconds (a 1 MiB all_sum beside
+  //    a compute thread in its rank's process took 24x its unloaded time).
+  //    The scheduler preempts a spinner at its tick anyway, so others here
+  //    lose no more than their fair share.
+  //    Oversubscribed, or when the peer last ran on this CPU, the peer is
+  //    likely waiting for this core: every poll yields. The scheduler may
+  //    put two ranks that woke each other on one CPU and leave them there
+  //    for a long while (a spin then costs a whole step); the caller then
+  //    moves one of them (ShmChannel::wait_mode). Sleeping on the futex
+  //    instead did not separate them (the wake-up put the sleeper back
+  //    beside its waker). Figures: BENCHMARKS.md, History.
+  // 2. Sleep on the futex, so that a long wait (a peer computing between
+  //    ops) leaves the core to others; spinning longer before it made one
+  //    busy process beside the job slower (the spinner takes its slices).
+  constexpr auto kSleepAfter = std::chrono::microseconds(200);
+  if (ready())
+    return;
   const auto start = Clock::now();
   WaitMode m = mode();
   for (unsigned i = 1;; ++i) {
@@ -99,11 +109,8 @@ void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
     __builtin_ia32_pause();
 #endif
     if ((i & 63) == 0) {
-      auto spent = Clock::now() - start;
-      if (spent > std::chrono::microseconds(200))
+      if (Clock::now() - start > kSleepAfter)
         break;
-      if (spent > std::chrono::microseconds(20))
-        std::this_thread::yield();
       m = mode();
     }
     if (m == WaitMode::kYield) {
