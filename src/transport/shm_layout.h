@@ -20,7 +20,9 @@
 
 namespace jaccl::detail {
 
-inline constexpr uint64_t kShmMagic = 0x4d4853434c43414aull;  // "JACLCSHM"
+// Also the layout's version: a change of layout changes it, so ranks of
+// different builds refuse each other's segment instead of misreading it.
+inline constexpr uint64_t kShmMagic = 0x324853434c43414aull;  // "JACLCSH2"
 
 struct alignas(kCacheLine) ShmHeader {
   uint64_t magic;

@@ -138,7 +138,8 @@ struct Setup {
         h->slot_bytes != layout.slot_bytes) {
       raise(ErrorKind::Protocol,
             "shared-memory segment layout differs from this rank's "
-            "(JACCL_SHM_BUDGET must agree across ranks)",
+            "(the ranks must run the same jaccl build, and JACCL_SHM_BUDGET "
+            "must agree across them)",
             {.rank = rank, .address = seg.name()});
     }
   }
