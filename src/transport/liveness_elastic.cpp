@@ -121,7 +121,7 @@ void LivenessMonitor::Loop::on_decide(size_t p, std::string_view body) {
   }
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    if (!shared_.agreement.on_decision(*d)) {
+    if (!shared_.agreement.on_decision(*d, static_cast<int>(p))) {
       return;
     }
   }
@@ -265,13 +265,19 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
   const std::string f = ctl_frame(kCtlHandoff, 0, rank_, {});
   std::unique_lock<std::mutex> lock(shared_->mu);
   shared_->handed_off = true;
-  // A decision this rank holds goes on to every member before the HANDOFF
-  // (the loop may not have passed it on yet): a survivor its coordinator
-  // did not reach learns it from us.
+  // The last decision this rank holds goes on to every member before the
+  // HANDOFF (this monitor passes nothing on after it): a survivor its
+  // coordinator did not reach learns it from us. It rides in the same
+  // write as the HANDOFF.
   shared_->queue_agreement(rank_);
+  const AgreeDecision* last = shared_->agreement.last();
+  const std::string decided =
+      last != nullptr ? ctl_frame(kCtlDecide, 0, rank_, encode_decision(*last))
+                      : std::string();
   for (int r : peers) {
     const auto u = static_cast<size_t>(r);
     if (shared_->open[u]) {
+      shared_->out[u] += decided;
       shared_->out[u] += f;
       shared_->open[u] = 0;  // nothing of ours after the HANDOFF
       shared_->handing[u] = 1;

@@ -35,7 +35,9 @@ struct SetupMsg {
   uint64_t magic;
   uint8_t phase;
   uint8_t listening;  // phase 1, creator: its hand-off socket is up
-  uint8_t reach;      // phase 2, member: it can reach that socket
+  // Phase 1: ready for the direct hand-over (a creator: its memfd segment
+  // is made and served); phase 2, member: it can reach that socket.
+  uint8_t reach;
   uint8_t failed;
   int32_t kind;
   int32_t pid;
@@ -175,6 +177,71 @@ struct Setup {
 
 }  // namespace
 
+namespace {
+
+// The memfd goes from the creator to every other member, who maps it.
+void hand_over(const Config& cfg, const Setup& s, bool creator, int listener,
+               HandoffConn& conn, ShmSegment& seg, const HandoffSecret& secret,
+               const FailureState* state) {
+  const Deadline dl = Deadline::after(cfg.get_timeout());
+  if (creator) {
+    std::vector<HandoffPeer> others;
+    for (int m : s.members) {
+      if (m != s.rank) {
+        others.push_back(s.peer(m));
+      }
+    }
+    handoff_serve(listener, s.name, seg.fd(), seg.size(), secret, others,
+                  s.rank, dl, state);
+    seg.close_fd();
+    return;
+  }
+  if (!conn.fd.valid()) {
+    conn = handoff_connect(s.name, s.peer(s.creator), s.rank);
+    if (conn.reach == HandoffConn::Reach::Unreachable) {
+      raise(ErrorKind::Io,
+            "cannot reach the shared-memory hand-off socket @" + s.name +
+                " of " + rank_ref(s.creator),
+            {.rank = s.rank, .peer = s.creator, .sys_errno = conn.error});
+    }
+  }
+  uint64_t bytes = 0;
+  Fd fd = handoff_receive(conn, s.name, s.peer(s.creator), secret, s.rank, dl,
+                          state, &bytes);
+  seg = ShmSegment::adopt(std::move(fd), s.layout.total(), s.rank, s.name);
+  s.check_layout(seg);
+}
+
+// This rank's channel once the segment is mapped everywhere.
+std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
+                                 ShmSegment seg, bool use_memfd,
+                                 const ControlBlock& conns) {
+  const int size = static_cast<int>(s.members.size());
+  if (s.alone) {
+    return std::nullopt;
+  }
+  if (s.rank == s.creator) {
+    JACCL_LOG(Info, "rank " << s.rank << ": shared-memory group of " << size
+                            << " ranks, " << s.layout.total() / 1024
+                            << " KiB segment ("
+                            << (use_memfd ? "memfd " : "/dev/shm/") << s.name
+                            << "), " << size << " ranks on " << s.host_cpus
+                            << " CPU(s) between them"
+                            << (size > s.host_cpus ? " (oversubscribed)" : "")
+                            << ", " << s.layout.slot_bytes / 1024
+                            << " KiB slots, strategy " << cfg.get_shm_strategy()
+                            << (s.layout.lazy_rings
+                                    ? " (send/recv rings past "
+                                      "JACCL_SHM_BUDGET: their pages come on "
+                                      "first use)"
+                                    : ""));
+  }
+  return ShmChannel(me, size, s.members, std::move(seg), s.layout, s.host_cpus,
+                    conns.state, conns.keepalive);
+}
+
+}  // namespace
+
 int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
   const TcpCard& mine = cards[static_cast<size_t>(me)];
   for (const TcpCard& c : cards) {
@@ -195,6 +262,28 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 //      published, then a named segment is unlinked by everyone.
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
+// When the cards show one network namespace on one kernel for the whole
+// job (every socket reachable), the creator makes the memfd before the
+// first gather and, if every creator could, the hand-over follows it at
+// once: two gathers, not four (each gather is a round of every process; at
+// 64 ranks on a few cores that was most of a shrink's set-up).
+namespace {
+
+bool one_namespace(const ControlBlock& conns) {
+  if (!conns.cards || conns.cards->size() != static_cast<size_t>(conns.size) ||
+      conns.cards->empty()) {
+    return false;
+  }
+  const TcpCard& a = conns.cards->front();
+  return !a.net_ns.empty() && !a.boot_id.empty() &&
+         std::all_of(conns.cards->begin(), conns.cards->end(),
+                     [&](const TcpCard& c) {
+                       return c.net_ns == a.net_ns && c.boot_id == a.boot_id;
+                     });
+}
+
+}  // namespace
+
 std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                                     const ControlBlock& conns,
                                     const std::vector<int>& members,
@@ -215,6 +304,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   ShmSegment seg;
   bool use_memfd = false;
   bool named = false;  // a /dev/shm name may exist: unlink on every exit
+  const bool direct = one_namespace(conns);
 
   SetupMsg w = s.blank(1);
   random_bytes(w.nonce, sizeof(w.nonce));
@@ -231,12 +321,18 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     }
     // Bound before the nonce is published, so nobody else can take the
     // name first. Failing here only forfeits the memfd path.
+    const std::string name = "jaccl-" + to_hex(w.nonce, sizeof(w.nonce));
     try {
-      listener = handoff_listen("jaccl-" + to_hex(w.nonce, sizeof(w.nonce)),
-                                size + 16, rank);
+      listener = handoff_listen(name, size + 16, rank);
     } catch (const Error& e) {
       JACCL_LOG(Info, "rank " << rank << ": no shared-memory hand-off socket ("
                               << e.what() << ")");
+    }
+    if (direct && listener.valid() && !s.alone) {
+      seg = ShmSegment::create_anonymous(name, s.layout.total(), rank,
+                                         s.layout.reserved());
+      ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
+                               init.chunk_bytes);
     }
   });
   w = [&] {
@@ -244,6 +340,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     std::memcpy(x.nonce, w.nonce, sizeof(x.nonce));
     std::memcpy(x.secret, w.secret, sizeof(x.secret));
     x.listening = listener.valid() ? 1 : 0;
+    x.reach = !creator || s.alone || seg.data() != nullptr ? 1 : 0;
     x.pid = static_cast<int32_t>(::getpid());
     x.uid = static_cast<uint32_t>(::geteuid());
     x.pid_ns = pid_namespace();
@@ -266,6 +363,20 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
     std::memcpy(secret.data(), head.secret, secret.size());
+    const bool at_once =
+        direct && std::all_of(s.first.begin(), s.first.end(),
+                              [](const SetupMsg& f) { return f.reach != 0; });
+    if (at_once) {
+      use_memfd = true;
+      s.step([&] {
+        hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state);
+      });
+      listener.reset();
+      conn = HandoffConn{};
+      s.raise_first_failure(s.gather(s.blank(4)));
+      return finish(cfg, s, me, std::move(seg), true, conns);
+    }
+    seg = ShmSegment{};  // made for the direct hand-over, which is off
 
     // Phase 2: can every member reach the creator's socket?
     s.step([&] {
@@ -316,23 +427,8 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
 
     // Phase 4: hand it over (or open the name) and check the layout.
     s.step([&] {
-      const Deadline dl = Deadline::after(cfg.get_timeout());
-      if (use_memfd && creator) {
-        std::vector<HandoffPeer> others;
-        for (int m : members) {
-          if (m != rank) {
-            others.push_back(s.peer(m));
-          }
-        }
-        handoff_serve(listener.get(), s.name, seg.fd(), seg.size(), secret,
-                      others, rank, dl, state);
-        seg.close_fd();
-      } else if (use_memfd) {
-        uint64_t bytes = 0;
-        Fd fd = handoff_receive(conn, s.name, s.peer(s.creator), secret, rank,
-                                dl, state, &bytes);
-        seg = ShmSegment::adopt(std::move(fd), s.layout.total(), rank, s.name);
-        s.check_layout(seg);
+      if (use_memfd) {
+        hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state);
       } else if (!creator) {
         seg = ShmSegment::open("/" + s.name, s.layout.total(), rank);
         s.check_layout(seg);
@@ -354,27 +450,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     }
     throw;
   }
-  if (s.alone) {
-    return std::nullopt;
-  }
-  if (creator) {
-    JACCL_LOG(Info, "rank " << rank << ": shared-memory group of " << size
-                            << " ranks, " << s.layout.total() / 1024
-                            << " KiB segment ("
-                            << (use_memfd ? "memfd " : "/dev/shm/") << s.name
-                            << "), " << size << " ranks on " << s.host_cpus
-                            << " CPU(s) between them"
-                            << (size > s.host_cpus ? " (oversubscribed)" : "")
-                            << ", " << s.layout.slot_bytes / 1024
-                            << " KiB slots, strategy " << cfg.get_shm_strategy()
-                            << (s.layout.lazy_rings
-                                    ? " (send/recv rings past "
-                                      "JACCL_SHM_BUDGET: their pages come on "
-                                      "first use)"
-                                    : ""));
-  }
-  return ShmChannel(me, size, members, std::move(seg), s.layout, s.host_cpus,
-                    conns.state, conns.keepalive);
+  return finish(cfg, s, me, std::move(seg), use_memfd, conns);
 }
 
 }  // namespace jaccl::detail
