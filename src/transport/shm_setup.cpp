@@ -1,12 +1,14 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/shm_setup.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "common/affinity.h"
 #include "common/bytes.h"
@@ -45,10 +47,11 @@ struct SetupMsg {
   uint64_t pid_ns;
   uint8_t nonce[16];   // phase 1: names the socket and segment
   uint8_t secret[16];  // phase 1: what a client must show the socket
+  int32_t seg_fd;      // phase 1, creator: its memfd's number (-1: none)
   // A failed rank sends its failure, abridged; a working one, in phase 1,
   // where it may run (the frame has no room for both).
   union {
-    char what[136];
+    char what[128];
     CpuMask cpus;
   };
 };
@@ -179,20 +182,19 @@ struct Setup {
 
 namespace {
 
-// The memfd goes from the creator to every other member, who maps it.
+// The memfd goes from the creator to `others` (the other members but
+// those that mapped it already), who map it.
 void hand_over(const Config& cfg, const Setup& s, bool creator, int listener,
                HandoffConn& conn, ShmSegment& seg, const HandoffSecret& secret,
-               const FailureState* state) {
+               const FailureState* state, const std::vector<int>& others) {
   const Deadline dl = Deadline::after(cfg.get_timeout());
   if (creator) {
-    std::vector<HandoffPeer> others;
-    for (int m : s.members) {
-      if (m != s.rank) {
-        others.push_back(s.peer(m));
-      }
+    std::vector<HandoffPeer> peers;
+    for (int m : others) {
+      peers.push_back(s.peer(m));
     }
-    handoff_serve(listener, s.name, seg.fd(), seg.size(), secret, others,
-                  s.rank, dl, state);
+    handoff_serve(listener, s.name, seg.fd(), seg.size(), secret, peers, s.rank,
+                  dl, state);
     seg.close_fd();
     return;
   }
@@ -210,6 +212,33 @@ void hand_over(const Config& cfg, const Setup& s, bool creator, int listener,
                           state, &bytes);
   seg = ShmSegment::adopt(std::move(fd), s.layout.total(), s.rank, s.name);
   s.check_layout(seg);
+}
+
+// Opens the creator's memfd through /proc/<pid>/fd (same uid, same pid
+// namespace; the kernel checks we may): no hand-over round. false when it
+// cannot, and the socket hands it over instead.
+bool map_from_proc(const Setup& s, ShmSegment& seg) {
+  const HandoffPeer c = s.peer(s.creator);
+  const int32_t fd_no = s.first[static_cast<size_t>(s.creator)].seg_fd;
+  if (c.pid <= 0 || fd_no < 0) {
+    return false;
+  }
+  const std::string path =
+      "/proc/" + std::to_string(c.pid) + "/fd/" + std::to_string(fd_no);
+  // The name says it is the creator's memfd of this set-up (the nonce).
+  char link[256];
+  const ssize_t k = ::readlink(path.c_str(), link, sizeof(link));
+  const std::string want = "/memfd:" + s.name + " (deleted)";
+  if (k <= 0 || std::string_view(link, static_cast<size_t>(k)) != want) {
+    return false;
+  }
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) {
+    return false;
+  }
+  seg = ShmSegment::adopt(std::move(fd), s.layout.total(), s.rank, s.name);
+  s.check_layout(seg);
+  return true;
 }
 
 // This rank's channel once the segment is mapped everywhere.
@@ -263,10 +292,12 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
 // When the cards show one network namespace on one kernel for the whole
-// job (every socket reachable), the creator makes the memfd before the
-// first gather and, if every creator could, the hand-over follows it at
-// once: two gathers, not four (each gather is a round of every process; at
-// 64 ranks on a few cores that was most of a shrink's set-up).
+// job, the creator makes the memfd before the first gather; if every
+// creator could, the others open it through /proc/<creator>/fd right after
+// that gather and the second one ends the set-up (the socket hands it to
+// whoever could not open it, before a third): two rounds of every process
+// instead of four gathers and a hand-over (at 64 ranks on a few cores,
+// those rounds were most of a shrink's set-up).
 namespace {
 
 bool one_namespace(const ControlBlock& conns) {
@@ -341,6 +372,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     std::memcpy(x.secret, w.secret, sizeof(x.secret));
     x.listening = listener.valid() ? 1 : 0;
     x.reach = !creator || s.alone || seg.data() != nullptr ? 1 : 0;
+    x.seg_fd = seg.data() != nullptr ? seg.fd() : -1;
     x.pid = static_cast<int32_t>(::getpid());
     x.uid = static_cast<uint32_t>(::geteuid());
     x.pid_ns = pid_namespace();
@@ -367,13 +399,46 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
         direct && std::all_of(s.first.begin(), s.first.end(),
                               [](const SetupMsg& f) { return f.reach != 0; });
     if (at_once) {
+      // Each member opens the memfd through /proc; the socket serves those
+      // that could not (reach 0 in the second gather), in a third.
       use_memfd = true;
+      bool mapped = creator;
       s.step([&] {
-        hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state);
+        mapped = creator || map_from_proc(s, seg);
+        if (!mapped) {
+          JACCL_LOG(Debug, "rank " << rank << ": cannot open @" << s.name
+                                   << " through /proc; the socket hands it "
+                                      "over");
+        }
       });
+      SetupMsg m = s.blank(4);
+      m.reach = mapped ? 1 : 0;
+      auto last = s.gather(m);
+      std::vector<int> need;
+      bool failed = false;
+      for (size_t r = 0; r < last.size(); ++r) {
+        failed = failed || last[r].failed != 0;
+        if (last[r].reach == 0 && last[r].failed == 0 &&
+            std::find(members.begin(), members.end(), static_cast<int>(r)) !=
+                members.end()) {
+          need.push_back(static_cast<int>(r));
+        }
+      }
+      if (!need.empty() && !failed) {
+        s.step([&] {
+          if (creator || !mapped) {
+            hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state,
+                      need);
+          }
+        });
+        last = s.gather(s.blank(5));
+      }
       listener.reset();
       conn = HandoffConn{};
-      s.raise_first_failure(s.gather(s.blank(4)));
+      if (creator) {
+        seg.close_fd();
+      }
+      s.raise_first_failure(last);
       return finish(cfg, s, me, std::move(seg), true, conns);
     }
     seg = ShmSegment{};  // made for the direct hand-over, which is off
@@ -428,7 +493,14 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     // Phase 4: hand it over (or open the name) and check the layout.
     s.step([&] {
       if (use_memfd) {
-        hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state);
+        std::vector<int> others;
+        for (int m : members) {
+          if (m != rank) {
+            others.push_back(m);
+          }
+        }
+        hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state,
+                  others);
       } else if (!creator) {
         seg = ShmSegment::open("/" + s.name, s.layout.total(), rank);
         s.check_layout(seg);
