@@ -291,17 +291,20 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 //      published, then a named segment is unlinked by everyone.
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
-// When the cards show one network namespace on one kernel for the whole
-// job, the creator makes the memfd before the first gather; if every
-// creator could, the others open it through /proc/<creator>/fd right after
-// that gather and the second one ends the set-up (the socket hands it to
-// whoever could not open it, before a third): two rounds of every process
-// instead of four gathers and a hand-over (at 64 ranks on a few cores,
-// those rounds were most of a shrink's set-up).
+// A shrink's set-up (the group's monitor comes later: it takes the
+// parent's control connections over, MonitorSlot), when the cards show one
+// network namespace on one kernel for the whole group, takes two rounds of
+// every process instead of four gathers and a hand-over (at 64 ranks on a
+// few cores those rounds were most of a shrink's set-up; init keeps the
+// phases above): the creator makes the memfd before the first gather, the
+// others open it through /proc/<creator>/fd right after it, and the second
+// gather ends the set-up (the socket serves whoever could not open it,
+// before a third).
 namespace {
 
-bool one_namespace(const ControlBlock& conns) {
-  if (!conns.cards || conns.cards->size() != static_cast<size_t>(conns.size) ||
+bool quick_shrink(const ControlBlock& conns) {
+  if (conns.monitor || !conns.keepalive || !conns.cards ||
+      conns.cards->size() != static_cast<size_t>(conns.size) ||
       conns.cards->empty()) {
     return false;
   }
@@ -335,7 +338,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   ShmSegment seg;
   bool use_memfd = false;
   bool named = false;  // a /dev/shm name may exist: unlink on every exit
-  const bool direct = one_namespace(conns);
+  const bool direct = quick_shrink(conns);
 
   SetupMsg w = s.blank(1);
   random_bytes(w.nonce, sizeof(w.nonce));
