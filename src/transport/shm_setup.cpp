@@ -312,7 +312,8 @@ bool quick_shrink(const ControlBlock& conns) {
   return !a.net_ns.empty() && !a.boot_id.empty() &&
          std::all_of(conns.cards->begin(), conns.cards->end(),
                      [&](const TcpCard& c) {
-                       return c.net_ns == a.net_ns && c.boot_id == a.boot_id;
+                       return c.net_ns == a.net_ns && c.boot_id == a.boot_id &&
+                              c.ipc_ns == a.ipc_ns;
                      });
 }
 
@@ -417,19 +418,22 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
       SetupMsg m = s.blank(4);
       m.reach = mapped ? 1 : 0;
       auto last = s.gather(m);
-      std::vector<int> need;
-      bool failed = false;
+      // Decided on the whole job's gather, so every host runs as many.
+      std::vector<int> need;  // this host's members to serve
+      bool failed = false, any_need = false;
       for (size_t r = 0; r < last.size(); ++r) {
         failed = failed || last[r].failed != 0;
-        if (last[r].reach == 0 && last[r].failed == 0 &&
-            std::find(members.begin(), members.end(), static_cast<int>(r)) !=
-                members.end()) {
-          need.push_back(static_cast<int>(r));
+        if (last[r].reach == 0 && last[r].failed == 0) {
+          any_need = true;
+          if (std::find(members.begin(), members.end(), static_cast<int>(r)) !=
+              members.end()) {
+            need.push_back(static_cast<int>(r));
+          }
         }
       }
-      if (!need.empty() && !failed) {
+      if (any_need && !failed) {
         s.step([&] {
-          if (creator || !mapped) {
+          if ((creator && !need.empty()) || !mapped) {
             hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state,
                       need);
           }
