@@ -133,6 +133,7 @@ def render(res):
              "survivors, gathers its set-up over their control connections "
              "(through the first survivor) and then takes those connections "
              "over; on shared memory it plans from the old group's cards "
-             "and sets up a new segment, over TCP it connects new data "
+             "and sets up a new segment in two rounds (the survivors open "
+             "its memfd through /proc), over TCP it connects new data "
              "connections.")
     return L

@@ -122,12 +122,12 @@ AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
         std::memcpy(dst, got.data(), total);
         return;
       }
-      for (size_t i = 1; i < members.size(); ++i) {
-        const std::string got = monitor.take(tag, members[i], dl, members);
-        expect(members[i], got, n);
-        std::memcpy(dst + i * n, got.data(), n);
-      }
       const std::vector<int> others(members.begin() + 1, members.end());
+      const auto got = monitor.take_all(tag, others, dl, members);
+      for (size_t i = 1; i < members.size(); ++i) {
+        expect(members[i], got[i - 1], n);
+        std::memcpy(dst + i * n, got[i - 1].data(), n);
+      }
       monitor.post(tag, others, std::string_view(dst, total));
     } catch (const ParentError&) {
       throw;

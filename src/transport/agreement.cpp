@@ -105,16 +105,24 @@ void Agreement::on_vote(int from, AgreeVote v) {
   votes_[from] = std::move(v);
 }
 
-bool Agreement::on_decision(const AgreeDecision& d) {
+bool Agreement::on_decision(const AgreeDecision& d, int from) {
   if (decisions_.count(d.epoch) != 0) {
     return false;
   }
   decisions_[d.epoch] = d;
-  to_forward_.push_back(d);
+  if (from >= 0 && from < size_ && from != rank_) {
+    held_[d.epoch] = from;
+  } else {
+    to_forward_.push_back(d);
+  }
   if (pending_ == d.epoch) {
     pending_ = 0;
   }
   return true;
+}
+
+const AgreeDecision* Agreement::last() const {
+  return decisions_.empty() ? nullptr : &decisions_.rbegin()->second;
 }
 
 int Agreement::coordinator(const RankSet& gone) const {
@@ -179,14 +187,34 @@ std::vector<Agreement::Send> Agreement::poll(const RankSet& gone) {
       }
     }
   }
+  // A decision whose sender is gone may not have reached everyone.
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (gone[static_cast<size_t>(it->second)]) {
+      to_forward_.push_back(decisions_.at(it->first));
+      it = held_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (const AgreeDecision& d : to_forward_) {
     for (int r = 0; r < size_; ++r) {
       if (r != rank_ && !gone[static_cast<size_t>(r)]) {
         out.push_back({r, true, {}, d});
+        answered_[r] = std::max(answered_[r], d.epoch);
       }
     }
   }
   to_forward_.clear();
+  // A voter behind: it waits for a decision this member holds.
+  for (const auto& [r, v] : votes_) {
+    auto d = decisions_.find(v.epoch);
+    auto& answered = answered_[r];
+    if (d != decisions_.end() && answered < v.epoch &&
+        !gone[static_cast<size_t>(r)]) {
+      out.push_back({r, true, {}, d->second});
+      answered = v.epoch;
+    }
+  }
   return out;
 }
 

@@ -11,12 +11,16 @@
 // believes alive and not excluded. The coordinator decides once it holds a
 // vote for the epoch from every member it believes alive and not excluded
 // (the failed set is then its view, which every vote has been merged into),
-// or adopts a decision a voter already holds. Every member that learns a
-// decision sends it on to every live member before its caller sees it, so
+// or adopts a decision a voter already holds. The coordinator sends its
+// decision to every live member. A member that got a decision passes it on
+// to every live member once the rank it got it from is gone (lazily: at 64
+// ranks an eager relay was n^2 frames a round, each a process wake-up), so
 // a decision that reached one survivor reaches all of them, also when its
-// coordinator dies half-way. A coordinator that dies before deciding is
-// replaced by the next lowest rank, to which the others vote again. Failed
-// sets only grow, so every member ends with the same coordinator.
+// coordinator dies half-way: every survivor learns of that death. A vote
+// for an epoch the receiver holds the decision of is answered with it. A
+// coordinator that dies before deciding is replaced by the next lowest
+// rank, to which the others vote again. Failed sets only grow, so every
+// member ends with the same coordinator.
 #pragma once
 
 #include <cstdint>
@@ -68,9 +72,11 @@ class Agreement {
   uint64_t pending() const { return pending_; }
 
   void on_vote(int from, AgreeVote v);
-  // A decision from a peer; true when it is new here (the caller then marks
-  // its failed ranks).
-  bool on_decision(const AgreeDecision& d);
+  // A decision from peer `from`; true when it is new here (the caller then
+  // marks its failed ranks). It is passed on once `from` is gone.
+  bool on_decision(const AgreeDecision& d, int from);
+  // The latest decision held (nullptr: none).
+  const AgreeDecision* last() const;
 
   struct Send {
     int to;
@@ -96,7 +102,9 @@ class Agreement {
   bool ok_ = true;
   int voted_to_ = -1;  // where the pending epoch's vote went
   std::map<int, AgreeVote> votes_;
+  std::map<int, uint64_t> answered_;  // voter -> epoch answered to it
   std::map<uint64_t, AgreeDecision> decisions_;
+  std::map<uint64_t, int> held_;  // epoch -> sender, not yet passed on
   std::vector<AgreeDecision> to_forward_;
 };
 

@@ -480,6 +480,10 @@ void LivenessMonitor::Loop::run() {
     }
   }
   for (;;) {
+    if (mail_news_) {  // once a turn, not once a frame
+      mail_news_ = false;
+      shared_.cv.notify_all();
+    }
     now = Clock::now();
     if (hb_on && now >= next_hb) {
       std::lock_guard<std::mutex> lock(shared_.mu);

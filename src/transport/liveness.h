@@ -102,6 +102,11 @@ class LivenessMonitor {
   void post(uint64_t tag, const std::vector<int>& to, std::string_view bytes);
   std::string take(uint64_t tag, int from, const Deadline& dl,
                    const std::vector<int>& watch = {});
+  // take() from every rank of `from` in one wait (the first member of the
+  // survivors' side channel: one wake-up a gather, not one per member).
+  std::vector<std::string> take_all(uint64_t tag, const std::vector<int>& from,
+                                    const Deadline& dl,
+                                    const std::vector<int>& watch = {});
   void drop_mail_below(uint64_t tag);
 
   // Gives the control connections to `peers` away (to a shrunk group's

@@ -121,7 +121,7 @@ void LivenessMonitor::Loop::on_decide(size_t p, std::string_view body) {
   }
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
-    if (!shared_.agreement.on_decision(*d)) {
+    if (!shared_.agreement.on_decision(*d, static_cast<int>(p))) {
       return;
     }
   }
@@ -147,7 +147,7 @@ void LivenessMonitor::Loop::on_mail(size_t p, std::string_view body) {
     }
     shared_.mail[{tag, static_cast<int>(p)}] = std::string(body.substr(8));
   }
-  shared_.cv.notify_all();
+  mail_news_ = true;  // the waiter is woken once a turn (run())
 }
 
 void LivenessMonitor::Loop::transfer() {
@@ -265,13 +265,19 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
   const std::string f = ctl_frame(kCtlHandoff, 0, rank_, {});
   std::unique_lock<std::mutex> lock(shared_->mu);
   shared_->handed_off = true;
-  // A decision this rank holds goes on to every member before the HANDOFF
-  // (the loop may not have passed it on yet): a survivor its coordinator
-  // did not reach learns it from us.
+  // The last decision this rank holds goes on to every member before the
+  // HANDOFF (this monitor passes nothing on after it): a survivor its
+  // coordinator did not reach learns it from us. It rides in the same
+  // write as the HANDOFF.
   shared_->queue_agreement(rank_);
+  const AgreeDecision* last = shared_->agreement.last();
+  const std::string decided =
+      last != nullptr ? ctl_frame(kCtlDecide, 0, rank_, encode_decision(*last))
+                      : std::string();
   for (int r : peers) {
     const auto u = static_cast<size_t>(r);
     if (shared_->open[u]) {
+      shared_->out[u] += decided;
       shared_->out[u] += f;
       shared_->open[u] = 0;  // nothing of ours after the HANDOFF
       shared_->handing[u] = 1;
@@ -353,37 +359,53 @@ void LivenessMonitor::post(uint64_t tag, const std::vector<int>& to,
 
 std::string LivenessMonitor::take(uint64_t tag, int from, const Deadline& dl,
                                   const std::vector<int>& watch) {
+  return std::move(take_all(tag, {from}, dl, watch).front());
+}
+
+std::vector<std::string> LivenessMonitor::take_all(
+    uint64_t tag, const std::vector<int>& from, const Deadline& dl,
+    const std::vector<int>& watch) {
   // The first rank of from + watch known gone, or -1 (caller holds mu).
   auto lost_one = [&]() -> int {
-    if (shared_->gone[static_cast<size_t>(from)]) {
-      return from;
-    }
-    for (int r : watch) {
-      if (r != rank_ && shared_->gone[static_cast<size_t>(r)]) {
-        return r;
+    for (const std::vector<int>* v : {&from, &watch}) {
+      for (int r : *v) {
+        if (r != rank_ && shared_->gone[static_cast<size_t>(r)]) {
+          return r;
+        }
       }
     }
     return -1;
+  };
+  auto missing = [&] {
+    std::vector<int> out;
+    for (int r : from) {
+      if (shared_->mail.count({tag, r}) == 0) {
+        out.push_back(r);
+      }
+    }
+    return out;
   };
   check_not_handed_off("the survivors' side channel");
   std::unique_lock<std::mutex> lock(shared_->mu);
   wait_until(
       *shared_, *state_, lock, dl,
+      [&] { return missing().empty() || lost_one() >= 0; },
       [&] {
-        return shared_->mail.count({tag, from}) != 0 || lost_one() >= 0;
-      },
-      [&] {
+        const std::vector<int> waiting = missing();
         lock.unlock();
         raise(ErrorKind::Timeout,
               "timed out after " + format_duration(dl.total()) +
-                  " waiting for " + rank_ref(from) +
+                  " waiting for " + ranks_ref(waiting) +
                   " in the survivors' side channel",
-              {.rank = rank_, .peer = from});
+              {.rank = rank_, .peer = waiting.empty() ? -1 : waiting.front()});
       });
-  auto it = shared_->mail.find({tag, from});
-  if (it != shared_->mail.end()) {
-    std::string out = std::move(it->second);
-    shared_->mail.erase(it);
+  if (missing().empty()) {
+    std::vector<std::string> out;
+    for (int r : from) {
+      auto it = shared_->mail.find({tag, r});
+      out.push_back(std::move(it->second));
+      shared_->mail.erase(it);
+    }
     return out;
   }
   const int r = lost_one();

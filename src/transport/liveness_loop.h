@@ -101,6 +101,7 @@ class LivenessMonitor::Loop {
   // a taken-over connection whose old monitor's frames are still to skip.
   std::vector<char> goodbye_, reported_, servicing_, handoff_, awaiting_;
   std::vector<std::string> in_;
+  bool mail_news_ = false;  // mail arrived this turn: wake the callers
 };
 
 }  // namespace jaccl::detail

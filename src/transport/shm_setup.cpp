@@ -1,12 +1,14 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/shm_setup.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "common/affinity.h"
 #include "common/bytes.h"
@@ -35,7 +37,9 @@ struct SetupMsg {
   uint64_t magic;
   uint8_t phase;
   uint8_t listening;  // phase 1, creator: its hand-off socket is up
-  uint8_t reach;      // phase 2, member: it can reach that socket
+  // Phase 1: ready for the direct hand-over (a creator: its memfd segment
+  // is made and served); phase 2, member: it can reach that socket.
+  uint8_t reach;
   uint8_t failed;
   int32_t kind;
   int32_t pid;
@@ -43,10 +47,11 @@ struct SetupMsg {
   uint64_t pid_ns;
   uint8_t nonce[16];   // phase 1: names the socket and segment
   uint8_t secret[16];  // phase 1: what a client must show the socket
+  int32_t seg_fd;      // phase 1, creator: its memfd's number (-1: none)
   // A failed rank sends its failure, abridged; a working one, in phase 1,
   // where it may run (the frame has no room for both).
   union {
-    char what[136];
+    char what[128];
     CpuMask cpus;
   };
 };
@@ -176,6 +181,97 @@ struct Setup {
 
 }  // namespace
 
+namespace {
+
+// The memfd goes from the creator to `others` (the other members but
+// those that mapped it already), who map it.
+void hand_over(const Config& cfg, const Setup& s, bool creator, int listener,
+               HandoffConn& conn, ShmSegment& seg, const HandoffSecret& secret,
+               const FailureState* state, const std::vector<int>& others) {
+  const Deadline dl = Deadline::after(cfg.get_timeout());
+  if (creator) {
+    std::vector<HandoffPeer> peers;
+    for (int m : others) {
+      peers.push_back(s.peer(m));
+    }
+    handoff_serve(listener, s.name, seg.fd(), seg.size(), secret, peers, s.rank,
+                  dl, state);
+    seg.close_fd();
+    return;
+  }
+  if (!conn.fd.valid()) {
+    conn = handoff_connect(s.name, s.peer(s.creator), s.rank);
+    if (conn.reach == HandoffConn::Reach::Unreachable) {
+      raise(ErrorKind::Io,
+            "cannot reach the shared-memory hand-off socket @" + s.name +
+                " of " + rank_ref(s.creator),
+            {.rank = s.rank, .peer = s.creator, .sys_errno = conn.error});
+    }
+  }
+  uint64_t bytes = 0;
+  Fd fd = handoff_receive(conn, s.name, s.peer(s.creator), secret, s.rank, dl,
+                          state, &bytes);
+  seg = ShmSegment::adopt(std::move(fd), s.layout.total(), s.rank, s.name);
+  s.check_layout(seg);
+}
+
+// Opens the creator's memfd through /proc/<pid>/fd (same uid, same pid
+// namespace; the kernel checks we may): no hand-over round. false when it
+// cannot, and the socket hands it over instead.
+bool map_from_proc(const Setup& s, ShmSegment& seg) {
+  const HandoffPeer c = s.peer(s.creator);
+  const int32_t fd_no = s.first[static_cast<size_t>(s.creator)].seg_fd;
+  if (c.pid <= 0 || fd_no < 0) {
+    return false;
+  }
+  const std::string path =
+      "/proc/" + std::to_string(c.pid) + "/fd/" + std::to_string(fd_no);
+  // The name says it is the creator's memfd of this set-up (the nonce).
+  char link[256];
+  const ssize_t k = ::readlink(path.c_str(), link, sizeof(link));
+  const std::string want = "/memfd:" + s.name + " (deleted)";
+  if (k <= 0 || std::string_view(link, static_cast<size_t>(k)) != want) {
+    return false;
+  }
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) {
+    return false;
+  }
+  seg = ShmSegment::adopt(std::move(fd), s.layout.total(), s.rank, s.name);
+  s.check_layout(seg);
+  return true;
+}
+
+// This rank's channel once the segment is mapped everywhere.
+std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
+                                 ShmSegment seg, bool use_memfd,
+                                 const ControlBlock& conns) {
+  const int size = static_cast<int>(s.members.size());
+  if (s.alone) {
+    return std::nullopt;
+  }
+  if (s.rank == s.creator) {
+    JACCL_LOG(Info, "rank " << s.rank << ": shared-memory group of " << size
+                            << " ranks, " << s.layout.total() / 1024
+                            << " KiB segment ("
+                            << (use_memfd ? "memfd " : "/dev/shm/") << s.name
+                            << "), " << size << " ranks on " << s.host_cpus
+                            << " CPU(s) between them"
+                            << (size > s.host_cpus ? " (oversubscribed)" : "")
+                            << ", " << s.layout.slot_bytes / 1024
+                            << " KiB slots, strategy " << cfg.get_shm_strategy()
+                            << (s.layout.lazy_rings
+                                    ? " (send/recv rings past "
+                                      "JACCL_SHM_BUDGET: their pages come on "
+                                      "first use)"
+                                    : ""));
+  }
+  return ShmChannel(me, size, s.members, std::move(seg), s.layout, s.host_cpus,
+                    conns.state, conns.keepalive);
+}
+
+}  // namespace
+
 int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
   const TcpCard& mine = cards[static_cast<size_t>(me)];
   for (const TcpCard& c : cards) {
@@ -196,6 +292,34 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 //      published, then a named segment is unlinked by everyone.
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
+// A shrink's set-up (the group's monitor comes later: it takes the
+// parent's control connections over, MonitorSlot), when the cards show one
+// network namespace on one kernel for the whole group, takes two rounds of
+// every process instead of four gathers and a hand-over (at 64 ranks on a
+// few cores those rounds were most of a shrink's set-up; init keeps the
+// phases above): the creator makes the memfd before the first gather, the
+// others open it through /proc/<creator>/fd right after it, and the second
+// gather ends the set-up (the socket serves whoever could not open it,
+// before a third).
+namespace {
+
+bool quick_shrink(const ControlBlock& conns) {
+  if (conns.monitor || !conns.keepalive || !conns.cards ||
+      conns.cards->size() != static_cast<size_t>(conns.size) ||
+      conns.cards->empty()) {
+    return false;
+  }
+  const TcpCard& a = conns.cards->front();
+  return !a.net_ns.empty() && !a.boot_id.empty() &&
+         std::all_of(conns.cards->begin(), conns.cards->end(),
+                     [&](const TcpCard& c) {
+                       return c.net_ns == a.net_ns && c.boot_id == a.boot_id &&
+                              c.ipc_ns == a.ipc_ns;
+                     });
+}
+
+}  // namespace
+
 std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                                     const ControlBlock& conns,
                                     const std::vector<int>& members,
@@ -216,6 +340,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   ShmSegment seg;
   bool use_memfd = false;
   bool named = false;  // a /dev/shm name may exist: unlink on every exit
+  const bool direct = quick_shrink(conns);
 
   SetupMsg w = s.blank(1);
   random_bytes(w.nonce, sizeof(w.nonce));
@@ -232,12 +357,18 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     }
     // Bound before the nonce is published, so nobody else can take the
     // name first. Failing here only forfeits the memfd path.
+    const std::string name = "jaccl-" + to_hex(w.nonce, sizeof(w.nonce));
     try {
-      listener = handoff_listen("jaccl-" + to_hex(w.nonce, sizeof(w.nonce)),
-                                size + 16, rank);
+      listener = handoff_listen(name, size + 16, rank);
     } catch (const Error& e) {
       JACCL_LOG(Info, "rank " << rank << ": no shared-memory hand-off socket ("
                               << e.what() << ")");
+    }
+    if (direct && listener.valid() && !s.alone) {
+      seg = ShmSegment::create_anonymous(name, s.layout.total(), rank,
+                                         s.layout.reserved());
+      ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
+                               init.chunk_bytes);
     }
   });
   w = [&] {
@@ -245,6 +376,8 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     std::memcpy(x.nonce, w.nonce, sizeof(x.nonce));
     std::memcpy(x.secret, w.secret, sizeof(x.secret));
     x.listening = listener.valid() ? 1 : 0;
+    x.reach = !creator || s.alone || seg.data() != nullptr ? 1 : 0;
+    x.seg_fd = seg.data() != nullptr ? seg.fd() : -1;
     x.pid = static_cast<int32_t>(::getpid());
     x.uid = static_cast<uint32_t>(::geteuid());
     x.pid_ns = pid_namespace();
@@ -267,6 +400,56 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
     std::memcpy(secret.data(), head.secret, secret.size());
+    const bool at_once =
+        direct && std::all_of(s.first.begin(), s.first.end(),
+                              [](const SetupMsg& f) { return f.reach != 0; });
+    if (at_once) {
+      // Each member opens the memfd through /proc; the socket serves those
+      // that could not (reach 0 in the second gather), in a third.
+      use_memfd = true;
+      bool mapped = creator;
+      s.step([&] {
+        mapped = creator || map_from_proc(s, seg);
+        if (!mapped) {
+          JACCL_LOG(Debug, "rank " << rank << ": cannot open @" << s.name
+                                   << " through /proc; the socket hands it "
+                                      "over");
+        }
+      });
+      SetupMsg m = s.blank(4);
+      m.reach = mapped ? 1 : 0;
+      auto last = s.gather(m);
+      // Decided on the whole job's gather, so every host runs as many.
+      std::vector<int> need;  // this host's members to serve
+      bool failed = false, any_need = false;
+      for (size_t r = 0; r < last.size(); ++r) {
+        failed = failed || last[r].failed != 0;
+        if (last[r].reach == 0 && last[r].failed == 0) {
+          any_need = true;
+          if (std::find(members.begin(), members.end(), static_cast<int>(r)) !=
+              members.end()) {
+            need.push_back(static_cast<int>(r));
+          }
+        }
+      }
+      if (any_need && !failed) {
+        s.step([&] {
+          if ((creator && !need.empty()) || !mapped) {
+            hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state,
+                      need);
+          }
+        });
+        last = s.gather(s.blank(5));
+      }
+      listener.reset();
+      conn = HandoffConn{};
+      if (creator) {
+        seg.close_fd();
+      }
+      s.raise_first_failure(last);
+      return finish(cfg, s, me, std::move(seg), true, conns);
+    }
+    seg = ShmSegment{};  // made for the direct hand-over, which is off
 
     // Phase 2: can every member reach the creator's socket?
     s.step([&] {
@@ -317,23 +500,15 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
 
     // Phase 4: hand it over (or open the name) and check the layout.
     s.step([&] {
-      const Deadline dl = Deadline::after(cfg.get_timeout());
-      if (use_memfd && creator) {
-        std::vector<HandoffPeer> others;
+      if (use_memfd) {
+        std::vector<int> others;
         for (int m : members) {
           if (m != rank) {
-            others.push_back(s.peer(m));
+            others.push_back(m);
           }
         }
-        handoff_serve(listener.get(), s.name, seg.fd(), seg.size(), secret,
-                      others, rank, dl, state);
-        seg.close_fd();
-      } else if (use_memfd) {
-        uint64_t bytes = 0;
-        Fd fd = handoff_receive(conn, s.name, s.peer(s.creator), secret, rank,
-                                dl, state, &bytes);
-        seg = ShmSegment::adopt(std::move(fd), s.layout.total(), rank, s.name);
-        s.check_layout(seg);
+        hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state,
+                  others);
       } else if (!creator) {
         seg = ShmSegment::open("/" + s.name, s.layout.total(), rank);
         s.check_layout(seg);
@@ -355,27 +530,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     }
     throw;
   }
-  if (s.alone) {
-    return std::nullopt;
-  }
-  if (creator) {
-    JACCL_LOG(Info, "rank " << rank << ": shared-memory group of " << size
-                            << " ranks, " << s.layout.total() / 1024
-                            << " KiB segment ("
-                            << (use_memfd ? "memfd " : "/dev/shm/") << s.name
-                            << "), " << size << " ranks on " << s.host_cpus
-                            << " CPU(s) between them"
-                            << (size > s.host_cpus ? " (oversubscribed)" : "")
-                            << ", " << s.layout.slot_bytes / 1024
-                            << " KiB slots, strategy " << cfg.get_shm_strategy()
-                            << (s.layout.lazy_rings
-                                    ? " (send/recv rings past "
-                                      "JACCL_SHM_BUDGET: their pages come on "
-                                      "first use)"
-                                    : ""));
-  }
-  return ShmChannel(me, size, members, std::move(seg), s.layout, s.host_cpus,
-                    conns.state, conns.keepalive);
+  return finish(cfg, s, me, std::move(seg), use_memfd, conns);
 }
 
 }  // namespace jaccl::detail

@@ -398,13 +398,15 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   tune_sockets(st);
   JACCL_LOG(Debug, "rank " << st.me << ": TCP data plane connected");
 
-  sc.barrier();  // every rank is connected
   st.conns.cards =
       std::make_shared<const std::vector<TcpCard>>(std::move(st.cards));
   if (later) {
+    // A shrink: no monitor to start, and its caller's barrier (or shared
+    // memory's gathers) and commit follow; one round of every process less.
     st.conns.keepalive = std::move(later);
     return std::move(st.conns);
   }
+  sc.barrier();  // every rank is connected
   // Started only now, so no rank's silence clock runs while a peer is still
   // connecting to someone else.
   st.conns.monitor = std::make_shared<LivenessMonitor>(

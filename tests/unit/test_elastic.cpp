@@ -86,6 +86,7 @@ struct Net {
   std::deque<Msg> wire;
   // A member that dies after sending only this many of its messages.
   std::map<int, int> dies_after;
+  int decisions_sent = 0;
 
   explicit Net(int size)
       : n(size),
@@ -117,6 +118,7 @@ struct Net {
           }
           --it->second;
         }
+        decisions_sent += s.is_decision ? 1 : 0;
         wire.push_back({r, s.to, s});
       }
     }
@@ -132,7 +134,7 @@ struct Net {
       }
       auto& a = members[static_cast<size_t>(m.to)];
       if (m.s.is_decision) {
-        if (a.on_decision(m.s.decision)) {
+        if (a.on_decision(m.s.decision, m.from)) {
           for (int f : jaccl::detail::ranks_in(m.s.decision.failed)) {
             gone[static_cast<size_t>(m.to)][static_cast<size_t>(f)] = 1;
           }
@@ -200,6 +202,44 @@ TEST(Agreement, CoordinatorDiesHalfWayThroughItsDecision) {
   net.dies_after[0] = 1;  // its first decision message, to rank 1
   net.run();
   net.notice(0);
+  net.run();
+  const auto want = failed_of(net.members[1].decision(e));
+  EXPECT_EQ(want, std::vector<int>{});
+  for (int r : {2, 3}) {
+    EXPECT_EQ(failed_of(net.members[static_cast<size_t>(r)].decision(e)), want)
+        << "member " << r;
+  }
+}
+
+TEST(Agreement, DecisionIsNotRelayedWhileItsSenderLives) {
+  // n - 1 decision messages, the coordinator's, not n (n - 1): the relay
+  // is only for a coordinator that died half-way.
+  Net net(8);
+  uint64_t e = 0;
+  for (int r = 0; r < 8; ++r) {
+    e = net.members[static_cast<size_t>(r)].begin(RankSet(8, 0), true);
+  }
+  net.run();
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(failed_of(net.members[static_cast<size_t>(r)].decision(e)),
+              std::vector<int>{})
+        << "member " << r;
+  }
+  EXPECT_EQ(net.decisions_sent, 7);
+}
+
+TEST(Agreement, VoteForADecidedEpochIsAnswered) {
+  // Rank 0 decides, reaches ranks 1 and 2 and dies; only rank 3 notices
+  // and votes to rank 1, which answers with the decision it holds.
+  Net net(4);
+  uint64_t e = 0;
+  for (int r = 0; r < 4; ++r) {
+    e = net.members[static_cast<size_t>(r)].begin(RankSet(4, 0), true);
+  }
+  net.dies_after[0] = 2;
+  net.run();
+  EXPECT_EQ(net.members[3].decision(e), nullptr);
+  net.gone[3][0] = 1;
   net.run();
   const auto want = failed_of(net.members[1].decision(e));
   EXPECT_EQ(want, std::vector<int>{});
