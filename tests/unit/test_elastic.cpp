@@ -155,6 +155,15 @@ std::vector<int> failed_of(const AgreeDecision* d) {
                       : jaccl::detail::ranks_in(d->failed);
 }
 
+// Every member in `who` holds epoch e's decision, and it names no one.
+void expect_none_failed(Net& net, uint64_t e, std::initializer_list<int> who) {
+  for (int r : who) {
+    EXPECT_EQ(failed_of(net.members[static_cast<size_t>(r)].decision(e)),
+              std::vector<int>{})
+        << "member " << r;
+  }
+}
+
 TEST(Agreement, AllLiveAgreeOnTheDead) {
   Net net(5);
   net.kill(3);
@@ -203,12 +212,7 @@ TEST(Agreement, CoordinatorDiesHalfWayThroughItsDecision) {
   net.run();
   net.notice(0);
   net.run();
-  const auto want = failed_of(net.members[1].decision(e));
-  EXPECT_EQ(want, std::vector<int>{});
-  for (int r : {2, 3}) {
-    EXPECT_EQ(failed_of(net.members[static_cast<size_t>(r)].decision(e)), want)
-        << "member " << r;
-  }
+  expect_none_failed(net, e, {1, 2, 3});
 }
 
 TEST(Agreement, DecisionIsNotRelayedWhileItsSenderLives) {
@@ -220,11 +224,7 @@ TEST(Agreement, DecisionIsNotRelayedWhileItsSenderLives) {
     e = net.members[static_cast<size_t>(r)].begin(RankSet(8, 0), true);
   }
   net.run();
-  for (int r = 0; r < 8; ++r) {
-    EXPECT_EQ(failed_of(net.members[static_cast<size_t>(r)].decision(e)),
-              std::vector<int>{})
-        << "member " << r;
-  }
+  expect_none_failed(net, e, {0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_EQ(net.decisions_sent, 7);
 }
 
@@ -241,12 +241,7 @@ TEST(Agreement, VoteForADecidedEpochIsAnswered) {
   EXPECT_EQ(net.members[3].decision(e), nullptr);
   net.gone[3][0] = 1;
   net.run();
-  const auto want = failed_of(net.members[1].decision(e));
-  EXPECT_EQ(want, std::vector<int>{});
-  for (int r : {2, 3}) {
-    EXPECT_EQ(failed_of(net.members[static_cast<size_t>(r)].decision(e)), want)
-        << "member " << r;
-  }
+  expect_none_failed(net, e, {1, 2, 3});
 }
 
 TEST(Agreement, ExcludedRanksAreNotWaitedFor) {
