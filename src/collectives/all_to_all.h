@@ -77,8 +77,8 @@ struct VState {
   std::vector<std::vector<char>> drop;
 };
 
-// all_to_allv over links (size >= 2) in one round: to every peer this
-// rank's row of the counts matrix under the op header (ctx.desc), then its
+// all_to_allv over links in one round (one rank: no transfers): to every peer
+// this rank's row of the counts matrix under the op header (ctx.desc), then its
 // block without one; a receiver posts a block's receive once the sender's
 // row has said how long it is: into dst where the counts agree, else
 // dropped (so the streams stay in step). Returns the whole matrix, the

@@ -179,10 +179,6 @@ struct Setup {
   }
 };
 
-}  // namespace
-
-namespace {
-
 // The memfd goes from the creator to `others` (the other members but
 // those that mapped it already), who map it.
 void hand_over(const Config& cfg, const Setup& s, bool creator, int listener,
@@ -270,6 +266,23 @@ std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
                     conns.state, conns.keepalive);
 }
 
+// Whether this set-up is a shrink's on one kernel, IPC and network namespace
+// (the quick path; setup_shm).
+bool quick_shrink(const ControlBlock& conns) {
+  if (conns.monitor || !conns.keepalive || !conns.cards ||
+      conns.cards->size() != static_cast<size_t>(conns.size) ||
+      conns.cards->empty()) {
+    return false;
+  }
+  const TcpCard& a = conns.cards->front();
+  return !a.net_ns.empty() && !a.boot_id.empty() &&
+         std::all_of(conns.cards->begin(), conns.cards->end(),
+                     [&](const TcpCard& c) {
+                       return c.net_ns == a.net_ns && c.boot_id == a.boot_id &&
+                              c.ipc_ns == a.ipc_ns;
+                     });
+}
+
 }  // namespace
 
 int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
@@ -301,25 +314,6 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 // others open it through /proc/<creator>/fd right after it, and the second
 // gather ends the set-up (the socket serves whoever could not open it,
 // before a third).
-namespace {
-
-bool quick_shrink(const ControlBlock& conns) {
-  if (conns.monitor || !conns.keepalive || !conns.cards ||
-      conns.cards->size() != static_cast<size_t>(conns.size) ||
-      conns.cards->empty()) {
-    return false;
-  }
-  const TcpCard& a = conns.cards->front();
-  return !a.net_ns.empty() && !a.boot_id.empty() &&
-         std::all_of(conns.cards->begin(), conns.cards->end(),
-                     [&](const TcpCard& c) {
-                       return c.net_ns == a.net_ns && c.boot_id == a.boot_id &&
-                              c.ipc_ns == a.ipc_ns;
-                     });
-}
-
-}  // namespace
-
 std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                                     const ControlBlock& conns,
                                     const std::vector<int>& members,
