@@ -23,6 +23,7 @@ namespace d = jaccl::detail;
 namespace {
 
 constexpr size_t kRankOffset = 32;  // Header::rank (side_channel.cpp)
+constexpr uint64_t kFrameMagic = 0x4d52464c4343414aull;  // "JACCLFRM"
 
 struct Gather {
   FuzzedDataProvider& fdp;
@@ -36,7 +37,9 @@ struct Gather {
       char* slot = dst + static_cast<size_t>(r) * n;
       if (fdp.remaining_bytes() == 0 || fdp.ConsumeIntegralInRange(0, 3) > 0) {
         std::memcpy(slot, src, n);
-        if (n >= kRankOffset + 4) {
+        // A frame gets the slot's rank; a second-round payload (no header:
+        // side_channel.cpp) is copied as it is.
+        if (n >= kRankOffset + 4 && std::memcmp(src, &kFrameMagic, 8) == 0) {
           int32_t rank = r;
           std::memcpy(slot + kRankOffset, &rank, sizeof(rank));
         }

@@ -168,6 +168,20 @@ void SideChannel::check_frames(const char* frames, size_t stride,
     std::memcpy(&x, frames + static_cast<size_t>(r) * stride, sizeof(Header));
     return x;
   };
+  // The common case in one pass (each header read once): at thousands of
+  // ranks every rank checks every rank's frame on every call.
+  bool all_good = true;
+  for (int r = 0; r < size_ && all_good; ++r) {
+    const Header x = header(r);
+    all_good = x.magic == kFrameMagic && x.version == kFrameVersion &&
+               x.phase == phase && x.rank == r && x.size == size_ &&
+               x.seq == seq_ && x.n_bytes == n_bytes &&
+               x.fingerprint == fingerprint_ &&
+               (r != rank_ || x.instance == instance_);
+  }
+  if (all_good) {
+    return;
+  }
   std::vector<int> garbage, bad_version;
   for (int r = 0; r < size_; ++r) {
     if (header(r).magic != kFrameMagic) {
@@ -268,34 +282,41 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
   Header mine{kFrameMagic, kFrameVersion, 1,        0, seq_, n, rank_,
               size_,       fingerprint_,  instance_};
 
-  std::vector<char> frame(kFrameBytes, 0);
-  char* frames = gathered(kFrameBytes * P);
+  const size_t frame_size = frame_bytes(size_);
+  const size_t inline_max = frame_size - kHeaderBytes;
+  std::vector<char> frame(frame_size, 0);
+  char* frames = gathered(frame_size * P);
   std::memcpy(frame.data(), &mine, sizeof(mine));
-  if (n <= kInlineBytes && n > 0) {
+  if (n <= inline_max && n > 0) {
     std::memcpy(frame.data() + kHeaderBytes, src, n);
   }
-  raw_call(frame.data(), frames, kFrameBytes);
-  check_frames(frames, kFrameBytes, n, 1);
+  raw_call(frame.data(), frames, frame_size);
+  check_frames(frames, frame_size, n, 1);
 
   char* out = static_cast<char*>(dst);
-  if (n <= kInlineBytes) {
+  if (n <= inline_max) {
     for (size_t r = 0; r < P && n > 0; ++r) {
-      std::memcpy(out + r * n, frames + r * kFrameBytes + kHeaderBytes, n);
+      std::memcpy(out + r * n, frames + r * frame_size + kHeaderBytes, n);
     }
     ++seq_;
     return;
   }
-  // Phase 2: every rank agreed on n in phase 1, so sizes match here.
-  mine.phase = 2;
-  const size_t stride = kHeaderBytes + n;
-  std::vector<char> big(stride);
-  std::memcpy(big.data(), &mine, sizeof(mine));
-  std::memcpy(big.data() + kHeaderBytes, src, n);
-  char* all = gathered(stride * P);
-  raw_call(big.data(), all, stride);
-  check_frames(all, stride, n, 2);
-  for (size_t r = 0; r < P; ++r) {
-    std::memcpy(out + r * n, all + r * stride + kHeaderBytes, n);
+  // Every rank agreed on n (and the call) in the frames: the payloads go
+  // straight into the caller's output, with no header of their own (one
+  // more frame per rank would be as much fresh memory again).
+  const char* in = static_cast<const char*>(src);
+  std::vector<char> copy;
+  if (in < out + P * n && out < in + n) {  // src inside dst: keep it whole
+    copy.assign(in, in + n);
+    in = copy.data();
+  }
+  raw_call(in, out, n);
+  if (std::memcmp(out + static_cast<size_t>(rank_) * n, in, n) != 0) {
+    raise(ErrorKind::Protocol,
+          "side-channel call #" + std::to_string(seq_) + " (" + description_ +
+              "): this rank's own input came back changed: the all-gather "
+              "does not return every input unchanged in rank order",
+          {.rank = rank_});
   }
   ++seq_;
 }
@@ -317,68 +338,65 @@ std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
               std::to_string(kMaxPart) + ")",
           {.rank = rank_});
   }
-  // The first call carries each length and the first kHead bytes, so
-  // contributions that fit (most cards) take one call; the rest of the
-  // longer ones follows in a second, padded to the longest remainder.
-  constexpr size_t kHead = kInlineBytes - sizeof(uint64_t);
-  struct First {
-    uint64_t len;
-    char head[kHead];
-  };
-  static_assert(sizeof(First) == kInlineBytes);
-  First first;
-  std::memset(&first, 0, sizeof(first));
+  // The first call carries each length and the first `head` bytes (what
+  // the frame holds inline after the length), so contributions that fit
+  // (most cards) take one call; the rest of the longer ones follows in a
+  // second, padded to the longest remainder.
+  const size_t slot = inline_bytes();
+  const size_t head = slot - sizeof(uint64_t);
+  std::vector<char> first(slot, 0);
   const uint64_t len = mine.size();
-  first.len = len;
-  std::memcpy(first.head, mine.data(), std::min<size_t>(mine.size(), kHead));
-  auto firsts = all_gather_value(first);
+  std::memcpy(first.data(), &len, sizeof(len));
+  std::memcpy(first.data() + sizeof(len), mine.data(),
+              std::min<size_t>(mine.size(), head));
+  const auto gathered_firsts = all_gather(first.data(), slot);
+  const size_t P = static_cast<size_t>(size_);
+  std::vector<uint64_t> lens(P);
+  for (size_t r = 0; r < P; ++r) {
+    std::memcpy(&lens[r], gathered_firsts.data() + r * slot, sizeof(uint64_t));
+  }
   std::vector<int> oversized;
-  for (size_t r = 0; r < firsts.size(); ++r) {
-    if (firsts[r].len > kMaxPart) {
+  for (size_t r = 0; r < P; ++r) {
+    if (lens[r] > kMaxPart) {
       oversized.push_back(static_cast<int>(r));
     }
   }
   if (!oversized.empty()) {
-    raise(
-        ErrorKind::Protocol,
-        "side-channel call #" + std::to_string(seq_ - 1) + " (" + description_ +
-            "): " + ranks_ref(oversized) + " announced " +
-            std::to_string(firsts[static_cast<size_t>(oversized.front())].len) +
-            " bytes, more than the " + std::to_string(kMaxPart) +
-            " a side-channel contribution may have",
-        {.rank = rank_});
+    raise(ErrorKind::Protocol,
+          "side-channel call #" + std::to_string(seq_ - 1) + " (" +
+              description_ + "): " + ranks_ref(oversized) + " announced " +
+              std::to_string(lens[static_cast<size_t>(oversized.front())]) +
+              " bytes, more than the " + std::to_string(kMaxPart) +
+              " a side-channel contribution may have",
+          {.rank = rank_});
   }
-  if (firsts[static_cast<size_t>(rank_)].len != len) {
+  if (lens[static_cast<size_t>(rank_)] != len) {
     raise(ErrorKind::Protocol,
           "side-channel call #" + std::to_string(seq_ - 1) + " (" +
               description_ + "): this rank's own slot came back with length " +
-              std::to_string(firsts[static_cast<size_t>(rank_)].len) +
+              std::to_string(lens[static_cast<size_t>(rank_)]) +
               " instead of " + std::to_string(len) +
               ": the all-gather does not return every input unchanged",
           {.rank = rank_});
   }
-  uint64_t longest = 0;
-  for (const First& f : firsts) {
-    longest = std::max(longest, f.len);
+  const uint64_t longest = *std::max_element(lens.begin(), lens.end());
+  std::vector<std::string> out(P);
+  for (size_t r = 0; r < P; ++r) {
+    out[r].assign(gathered_firsts.data() + r * slot + sizeof(uint64_t),
+                  std::min<size_t>(static_cast<size_t>(lens[r]), head));
   }
-  std::vector<std::string> out(static_cast<size_t>(size_));
-  for (size_t r = 0; r < out.size(); ++r) {
-    out[r].assign(firsts[r].head,
-                  std::min<size_t>(static_cast<size_t>(firsts[r].len), kHead));
-  }
-  if (longest <= kHead) {
+  if (longest <= head) {
     return out;
   }
-  const size_t rest = static_cast<size_t>(longest) - kHead;
+  const size_t rest = static_cast<size_t>(longest) - head;
   std::vector<char> padded(rest, 0);
-  if (mine.size() > kHead) {
-    std::memcpy(padded.data(), mine.data() + kHead, mine.size() - kHead);
+  if (mine.size() > head) {
+    std::memcpy(padded.data(), mine.data() + head, mine.size() - head);
   }
   auto all = all_gather(padded.data(), rest);
-  for (size_t r = 0; r < out.size(); ++r) {
-    if (firsts[r].len > kHead) {
-      out[r].append(all.data() + r * rest,
-                    static_cast<size_t>(firsts[r].len) - kHead);
+  for (size_t r = 0; r < P; ++r) {
+    if (lens[r] > head) {
+      out[r].append(all.data() + r * rest, static_cast<size_t>(lens[r]) - head);
     }
   }
   return out;

@@ -2,15 +2,18 @@
 // SideChannel: the one all-gather every rank uses at set-up, framed and
 // checked, with typed helpers on top.
 //
-// Every call first exchanges a fixed-size frame (kFrameBytes) from each rank:
-// a header (magic, version, call number, n_bytes, rank, size, config
-// fingerprint, process id) plus up to kInlineBytes of payload. Because that
-// frame has the same length at every rank, even a user's all-gather is always
-// called with matching sizes, and a rank that passed another n_bytes, is a
-// call ahead or behind, claims someone else's rank, has another size or
-// another configuration is named in an error at every rank. Payloads larger
-// than the inline part go in a second all-gather whose size all ranks agreed
-// on in the first.
+// Every call first exchanges a fixed-size frame from each rank: a header
+// (magic, version, call number, n_bytes, rank, size, config fingerprint,
+// process id) plus as much of the payload as fits. Because that frame has
+// the same length at every rank, even a user's all-gather is always called
+// with matching sizes, and a rank that passed another n_bytes, is a call
+// ahead or behind, claims someone else's rank, has another size or another
+// configuration is named in an error at every rank. A payload larger than
+// the frame's inline part goes in a second all-gather, straight into the
+// caller's output, whose size all ranks agreed on in the first.
+// The frame is kFrameBytes up to kFullFrameRanks ranks and shrinks beyond
+// (frame_bytes()): every rank holds every rank's frame, and at 4096 thread
+// ranks a 256-byte frame made 4 GiB of fresh memory for one call.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +50,19 @@ class SideChannel {
   static constexpr size_t kHeaderBytes = 56;
   static constexpr size_t kFrameBytes = 256;
   static constexpr size_t kInlineBytes = kFrameBytes - kHeaderBytes;
+  static constexpr int kFullFrameRanks = 1024;
+  // The frame of a group of `size`: kFrameBytes up to kFullFrameRanks
+  // ranks, then about 256 KiB of frames per rank and call, at least a
+  // header and 8 bytes (a barrier's token and all_gather_value of a word
+  // stay in one round).
+  static constexpr size_t frame_bytes(int size) {
+    if (size <= kFullFrameRanks) {
+      return kFrameBytes;
+    }
+    const size_t fit = (size_t(256) << 10) / static_cast<size_t>(size) / 8 * 8;
+    return fit > kHeaderBytes + 8 ? fit : kHeaderBytes + 8;
+  }
+  size_t inline_bytes() const { return frame_bytes(size_) - kHeaderBytes; }
 
   // fn must be a correct all-gather for (rank, size); it is called on the
   // calling thread. A user-supplied one (which jaccl cannot interrupt) is
@@ -73,7 +89,7 @@ class SideChannel {
   }
 
   // Variable-length contributions: one call carries every length and the
-  // first kInlineBytes - 8 bytes; only when some contribution is longer, a
+  // first inline_bytes() - 8 bytes; only when some contribution is longer, a
   // second call carries the rest, padded to the longest remainder.
   std::vector<std::string> all_gather_bytes(std::string_view mine);
 

@@ -126,7 +126,7 @@ using DataWiresFn =
 // monitor once it has one.
 // Size 1: no sockets. ofi_card goes into this rank's card (TcpCard::ofi),
 // for the ofi transport. Two side-channel calls (the cards in one, unless
-// one is longer than SideChannel::kInlineBytes - 8, and the barrier); a
+// one is longer than SideChannel::inline_bytes() - 8, and the barrier); a
 // caller that tears the channel down right after makes one more barrier
 // (which proves every rank has left this one; see leave_barrier()).
 // Sets conns.host_ranks and host_cpus from the cards (and logs them).

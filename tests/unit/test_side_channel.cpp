@@ -199,6 +199,56 @@ TEST(SideChannel, SizesAroundTheInlineBoundaryGuarded) {
   expect_all_ok(out);
 }
 
+TEST(SideChannel, FramesShrinkPastAThousandRanks) {
+  // Up to kFullFrameRanks the frame is kFrameBytes; past it, about 256 KiB
+  // of frames per rank and call, never less than a header and 8 bytes.
+  EXPECT_EQ(SideChannel::frame_bytes(1), SideChannel::kFrameBytes);
+  EXPECT_EQ(SideChannel::frame_bytes(SideChannel::kFullFrameRanks),
+            SideChannel::kFrameBytes);
+  EXPECT_LT(SideChannel::frame_bytes(SideChannel::kFullFrameRanks + 1),
+            SideChannel::kFrameBytes);
+  EXPECT_EQ(SideChannel::frame_bytes(2048), 128u);
+  EXPECT_EQ(SideChannel::frame_bytes(4096), 64u);
+  EXPECT_EQ(SideChannel::frame_bytes(1 << 20), SideChannel::kHeaderBytes + 8);
+  for (int size : {1025, 1500, 3000, 5000, 100000}) {
+    EXPECT_EQ(SideChannel::frame_bytes(size) % 8, 0u) << size;
+  }
+}
+
+TEST(SideChannel, SmallFramesCarryEveryPathPastAThousandRanks) {
+  // 1100 thread ranks: 232-byte frames, so a value and a barrier stay
+  // inline, a larger payload and a long card take the second round, and a
+  // rank that passes another size is still named at every rank.
+  const int P = SideChannel::kFullFrameRanks + 76;
+  const size_t slot = SideChannel::frame_bytes(P) - SideChannel::kHeaderBytes;
+  ASSERT_LT(slot, SideChannel::kInlineBytes);
+  auto hub = InProcessHub::create(P, kLong);
+  auto out = run_ranks(P, [&](int rank) {
+    auto sc = channel(*hub, rank);
+    EXPECT_EQ(sc->inline_bytes(), slot);
+    auto all = sc->all_gather_value<int64_t>(rank * 3 + 1);
+    for (int r = 0; r < P; ++r) {
+      ASSERT_EQ(all[r], r * 3 + 1);
+    }
+    gather_and_check(*sc, slot);
+    gather_and_check(*sc, slot + 1);
+    std::string card(rank % 3 == 0 ? slot + 40 : 5,
+                     static_cast<char>('a' + rank % 26));
+    auto cards = sc->all_gather_bytes(card);
+    for (int r = 0; r < P; ++r) {
+      ASSERT_EQ(cards[r], std::string(r % 3 == 0 ? slot + 40 : 5,
+                                      static_cast<char>('a' + r % 26)));
+    }
+    sc->barrier();
+    std::vector<char> buf(slot + 8), got((slot + 8) * P);
+    sc->all_gather(buf.data(), got.data(), rank == 7 ? slot + 8 : slot + 4);
+  });
+  for (int r = 0; r < P; ++r) {
+    expect_error(out[r], ErrorKind::Protocol,
+                 {r == 7 ? "passed n_bytes=" : "rank 7 passed n_bytes="});
+  }
+}
+
 TEST(SideChannel, ZeroBytesNeedsNoBuffers) {
   auto hub = InProcessHub::create(2, kLong);
   auto out = run_ranks(2, [&](int rank) {
