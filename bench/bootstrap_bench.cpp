@@ -10,7 +10,7 @@
 // one mutex, no I/O), over `ideal` (every rank copies its part into one
 // buffer and everyone's out of it between barriers: the least an all-gather
 // can cost, so what is left is the framing and the memory each rank must
-// fill, N * 256 bytes), or over a real channel built from a URI (each
+// fill, N frames: SideChannel::frame_bytes(N) each), or over a real channel built from a URI (each
 // thread connects like a process would). All threads start together; the
 // first call (connect + first all-gather) is timed apart from the next
 // `calls` calls of `bytes` bytes each. One JSON line per N: the slowest

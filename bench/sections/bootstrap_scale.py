@@ -196,8 +196,8 @@ def render(res):
             "one process, each a rank with its own framed side channel, over "
             "the TCP star on 127.0.0.1 (every thread dials rank 0 as a "
             "process would) and over `ideal` (every rank copies its part in "
-            "and everyone's out between barriers: the N x 256 bytes of "
-            "frames each rank must fill, no I/O). The first call includes "
+            "and everyone's out between barriers: the N frames each rank must "
+            "fill, 64 bytes each at 4096 ranks, no I/O). The first call includes "
             "connecting.",
             "",
             "| channel | N | first call, slowest rank (s) | first call, "
@@ -267,7 +267,7 @@ def _reading(res):
                 "rank), and page faults are dear on this VM, which traps "
                 "page-table writes. The same holds for the thread ranks: "
                 "`ideal`'s first call is mostly N threads faulting in "
-                "N x 256 bytes each.")
+                "N frames each.")
     return [text, ""]
 
 
@@ -306,7 +306,8 @@ GROWTH = [
     "TCP star carries them through one process: rank 0 receives N parts "
     "and sends N replies of N parts each (coded: parts that differ from "
     "their neighbour only in a rank number or a port shrink to a few "
-    "bytes, so a reply of 4096 x 256 bytes travels as a few tens of KiB). "
+    "bytes, so a reply of 4096 64-byte frames travels as a few tens of "
+    "KiB; past 1024 ranks the frame shrinks to about 256 KiB per rank). "
     "The table above says what that costs: a later call at 4096 thread "
     "ranks against the `ideal` exchange, which does no I/O at all and is "
     "bounded by the memory every rank fills. Three ways past that:",
