@@ -10,12 +10,13 @@
 // one mutex, no I/O), over `ideal` (every rank copies its part into one
 // buffer and everyone's out of it between barriers: the least an all-gather
 // can cost, so what is left is the framing and the memory each rank must
-// fill, N frames: SideChannel::frame_bytes(N) each), or over a real channel built from a URI (each
-// thread connects like a process would). All threads start together; the
-// first call (connect + first all-gather) is timed apart from the next
-// `calls` calls of `bytes` bytes each. One JSON line per N: the slowest
-// rank's first call and its mean per later call, the median rank's mean,
-// and the first call's median, 90th percentile and slowest over the ranks.
+// fill, N frames: SideChannel::frame_bytes(N) each), or over a real channel
+// built from a URI (each thread connects like a process would). All threads
+// start together; the first call (connect + first all-gather) is timed apart
+// from the next `calls` calls of `bytes` bytes each. One JSON line per N: the
+// slowest rank's first call and its mean per later call, the median rank's
+// mean, and the first call's median, 90th percentile and slowest over the
+// ranks.
 // --raw calls the channel's all-gather directly (`bytes` per rank, no
 // SideChannel frame around it): the transport alone.
 #include <algorithm>
