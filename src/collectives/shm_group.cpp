@@ -313,15 +313,18 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
       copy_with(slot(rank_, steps() + 1), src + off, len, way.stream_stage);
-      step(d);
-      for (int q = 0; q < size_; ++q) {
-        // This rank's block from its input, not from its slot: reading the
-        // slot back while the peers read it slows the next op's staging too
-        // (see BENCHMARKS.md, History).
-        char* to = dst + static_cast<size_t>(q) * n + off;
-        const char* from = q == rank_ ? src + off : slot(q, steps());
-        if (to != from)
-          copy_with(to, from, len, stream);
+      arrive(d);
+      // This rank's block from its input, not from its slot (reading the
+      // slot back while the peers read it slows the next op's staging too;
+      // see BENCHMARKS.md, History), while the peers arrive.
+      char* own = dst + static_cast<size_t>(rank_) * n + off;
+      if (own != src + off)
+        copy_with(own, src + off, len, stream);
+      await();
+      for (int i = 1; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;  // spread the readers
+        copy_with(dst + static_cast<size_t>(q) * n + off, slot(q, steps()), len,
+                  stream);
       }
     }
     if (large)
