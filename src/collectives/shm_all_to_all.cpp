@@ -47,6 +47,15 @@ namespace jaccl::detail {
 namespace {
 
 constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached, staged
+// all_to_allv's blocks that ride behind the counts stage with streaming
+// stores from this size: 2-rank uniform all_to_allv of 16 and 64 KiB went
+// from 5.0-10.5 and 50-85 us to 2.3 and 4.9-5.0 us (min-median of 5
+// alternating runs, load 10; 4 ranks level or better), where cached
+// stores into the lines the peer read at the last call crawled. Not for
+// all_to_all's small rounds: there, streaming was slower (2 ranks 16 KiB
+// 1.4 -> 2.1 us; 4 ranks 2-4x, two ranks sharing a core read the staged
+// lines from memory instead of their cache).
+constexpr size_t kRideStreamBytes = 4096;
 // Direct reads are a way from blocks of this size (on average over a
 // rank's input, by size class: the same ways for every call of a class):
 // below, the system call and the page pinning cost more than a copy.
@@ -284,7 +293,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                       rank_)) {
     for (size_t q = 0, off = 0; q < P; off += send[q], ++q) {
       if (q != r)
-        copy_bytes(mine + row_bytes + q * window, src + off, send[q]);
+        copy_with(mine + row_bytes + q * window, src + off, send[q],
+                  send[q] >= kRideStreamBytes);
     }
   }
   step(ShmStepDesc{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
@@ -306,7 +316,7 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
       const char* from =
           q == r ? src + so
                  : slot(static_cast<int>(q), steps()) + row_bytes + r * window;
-      copy_bytes(dst + ro, from, recv[q]);
+      cached_copy(dst + ro, from, recv[q]);
     }
     return;
   }

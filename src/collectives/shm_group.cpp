@@ -179,12 +179,18 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                             char* dst, size_t n, int dtype) {
   // A software pipeline over cache-sized chunks, one sync per chunk. Body k
   // stages chunk k (the slices peers reduce), reduces this rank's slice of
-  // chunk k - 1 (its own part straight from `src`) into the result, and
-  // copies chunk k - 2's result out. Each body reads what was written
-  // before the previous sync and writes the parity of the next one, as the
-  // layout requires. Only `src` and `dst` reach DRAM; staging stays in
-  // cache. The three jobs advance in small interleaved pieces so DRAM reads
-  // (stage, reduce) and writes (copy-out) overlap as in a memcpy.
+  // chunk k - 1 (its own part straight from `src`) into `dst` and publishes
+  // it in the result, and copies the peers' slices of chunk k - 2 out of the
+  // result. Each body reads what was written before the previous sync and
+  // writes the parity of the next one, as the layout requires. The three
+  // jobs advance in small interleaved pieces so DRAM reads (stage, reduce)
+  // and writes (copy-out) overlap as in a memcpy.
+  // Every store into the segment (staging, the result) goes to lines a peer
+  // read two steps before: a cached store must first take each line back
+  // from that peer's cache (on the machine of BENCHMARKS.md a fifth of the
+  // rate of a non-temporal store), which is why the ways that stream
+  // staging stream the result too, and why the result is reduced into the
+  // caller's buffer (private lines) and copied from there while in L1.
   const size_t esz = dtype_size(dtype);
   const size_t chunk = chunk_bytes_;
   const size_t chunks = (n + chunk - 1) / chunk;
@@ -194,18 +200,27 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
   // depends on the machine).
   const ShmWay way =
       tuner_.begin(ShmTuner::kReduce, n, guess_of(streaming(2 * n)));
+  // In place, a rank after the first two would overwrite its own input
+  // (the third operand in rank order) with the first two's sum: it reduces
+  // into a private piece first.
+  const bool scratch = src == dst && rank_ >= 2;
+  if (scratch && reduce_scratch_.size() < kPieceBytes)
+    reduce_scratch_.resize(kPieceBytes);
   auto len_of = [&](size_t k) { return std::min(chunk, n - k * chunk); };
   for (size_t k = 0; k <= chunks + 1; ++k) {
     const size_t ls = k < chunks ? len_of(k) : 0;
     const size_t lr = k >= 1 && k - 1 < chunks ? len_of(k - 1) : 0;
     const size_t lc = k >= 2 ? len_of(k - 2) : 0;
-    size_t sso = 0, ssb = 0, rso = 0, rsb = 0;
+    size_t sso = 0, ssb = 0, rso = 0, rsb = 0, cso = 0, csb = 0;
     slice_of(ls, size_, rank_, &sso, &ssb);  // own slice: not staged
     slice_of(lr, size_, rank_, &rso, &rsb);
+    slice_of(lc, size_, rank_, &cso, &csb);  // own slice: already in dst
     const size_t stage_total = ls - ssb;
+    const size_t out_total = lc - csb;
     const char* stage_from = ls != 0 ? src + k * chunk : nullptr;
     char* stage_to = slot(rank_, steps() + 1);
     const char* own = lr != 0 ? src + (k - 1) * chunk + rso : nullptr;
+    char* own_out = lr != 0 ? dst + (k - 1) * chunk + rso : nullptr;
     char* res = result(steps() + 1) + rso;
     const char* out_from = result(steps());
     char* out_to = lc != 0 ? dst + (k - 2) * chunk : nullptr;
@@ -226,18 +241,29 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
       // Reduce, in rank order as the small path: bit-identical floats.
       a = piece_bound(rsb, j, parts);
       b = piece_bound(rsb, j + 1, parts);
-      if (b > a) {
+      for (size_t x = a; x < b; x += kPieceBytes) {
+        const size_t len = std::min(kPieceBytes, b - x);
         auto part = [&](int q) -> const char* {
-          return q == rank_ ? own + a : slot(q, steps()) + rso + a;
+          return q == rank_ ? own + x : slot(q, steps()) + rso + x;
         };
-        reduce3(op, dtype, res + a, part(0), part(1), (b - a) / esz);
+        char* to = scratch ? reduce_scratch_.data() : own_out + x;
+        reduce3(op, dtype, to, part(0), part(1), len / esz);
         for (int q = 2; q < size_; ++q)
-          reduce_into(op, dtype, res + a, part(q), (b - a) / esz);
+          reduce_into(op, dtype, to, part(q), len / esz);
+        if (scratch)
+          cached_copy(own_out + x, to, len);
+        copy_with(res + x, to, len, way.stream_stage);
       }
-      // Copy out.
-      a = piece_bound(lc, j, parts);
-      b = piece_bound(lc, j + 1, parts);
-      copy_with(out_to + a, out_from + a, b - a, way.stream_out);
+      // Copy out: the chunk minus this rank's slice.
+      a = piece_bound(out_total, j, parts);
+      b = piece_bound(out_total, j + 1, parts);
+      if (a < cso)
+        copy_with(out_to + a, out_from + a, std::min(b, cso) - a,
+                  way.stream_out);
+      if (b > cso) {
+        size_t x = std::max(a, cso);
+        copy_with(out_to + x + csb, out_from + x + csb, b - x, way.stream_out);
+      }
     }
     if (k <= chunks)
       step(d);
@@ -287,15 +313,18 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
       copy_with(slot(rank_, steps() + 1), src + off, len, way.stream_stage);
-      step(d);
-      for (int q = 0; q < size_; ++q) {
-        // This rank's block from its input, not from its slot: reading the
-        // slot back while the peers read it slows the next op's staging too
-        // (see BENCHMARKS.md, History).
-        char* to = dst + static_cast<size_t>(q) * n + off;
-        const char* from = q == rank_ ? src + off : slot(q, steps());
-        if (to != from)
-          copy_with(to, from, len, stream);
+      arrive(d);
+      // This rank's block from its input, not from its slot (reading the
+      // slot back while the peers read it slows the next op's staging too;
+      // see BENCHMARKS.md, History), while the peers arrive.
+      char* own = dst + static_cast<size_t>(rank_) * n + off;
+      if (own != src + off)
+        copy_with(own, src + off, len, stream);
+      await();
+      for (int i = 1; i < size_; ++i) {
+        const int q = (rank_ + i) % size_;  // spread the readers
+        copy_with(dst + static_cast<size_t>(q) * n + off, slot(q, steps()), len,
+                  stream);
       }
     }
     if (large)

@@ -139,10 +139,11 @@ class ShmGroup : public Group {
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
-  std::vector<uint64_t> counts_;     // all_to_allv's counts matrix
-  std::vector<size_t> a2a_scratch_;  // all_to_all(v)'s counts and offsets
-  int direct_ = -1;                  // a2a_direct_ok: -1 not probed yet
-  uint64_t probe_word_ = 0;          // what peers read in the probe
+  std::vector<uint64_t> counts_;      // all_to_allv's counts matrix
+  std::vector<size_t> a2a_scratch_;   // all_to_all(v)'s counts and offsets
+  std::vector<char> reduce_scratch_;  // reduce_large in place, rank >= 2
+  int direct_ = -1;                   // a2a_direct_ok: -1 not probed yet
+  uint64_t probe_word_ = 0;           // what peers read in the probe
   // The first guess at whether an op whose ranks each touch `bytes` of
   // their own buffers should write its output with non-temporal stores:
   // when all ranks' buffers together overflow the last-level cache. Only

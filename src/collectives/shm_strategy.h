@@ -18,23 +18,26 @@
 // copy-out skips reading each output line first and does not evict the
 // staging buffers. Which wins depends on the machine, not on a cache size
 // (`sysconf` may even report the host's L3 instead of the guest's): the
-// machines in BENCHMARKS.md (History; bench/shm_pattern) disagree. So,
-// unless a strategy is forced (JACCL_SHM_STRATEGY), every rank measures,
-// per op kind and
+// machines in BENCHMARKS.md (History; bench/shm_pattern) disagree, and so
+// does one VM from minute to minute (its two vCPUs on one core complex,
+// a cache-line handoff of 33 ns, or on two, 236 ns). So, unless a strategy
+// is forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
 // power-of-two size class, 2k calls for the k ways the op may take (six,
-// or eight with direct: the guess, direct, the others, then the others,
-// direct and the guess again in mirrored order, so drift cancels) after
-// two untimed warm calls (the guess, then direct where it is a way),
-// publishes each trial's time at the next sync step, and from then on uses
-// the way with the lowest time per byte (the slowest rank's time; per way
-// the mean of its two trials, so that a drift cancels over the mirrored
-// order, or the lower of them where one is far off: a time slice lost to
-// another process). The best of two would favour the way tried last (the
-// guess: its second trial is the warmest call of all). Calls after the
-// trials are not timed: one call on unusual caches (buffers the caller has
-// just rewritten) must not overturn the choice. The decision is a pure
-// function of values every rank reads from the same shared step, so every
-// rank of the host makes the same choice; results do not depend on it (the
+// or eight with direct: the guess, direct, then the others) after two
+// untimed warm calls (the guess, then direct where it is a way): each way
+// twice in a row, and only the second call timed. A call's cost depends on
+// the way the call before it took (which of the slots' lines this core and
+// its peers still hold, and in what state): timed right after a streaming
+// call, the cached way looked 4x faster than it then ran call after call
+// (2-rank all_sum at 1 MiB: 56 against 200-260 us, load ~60), and it was
+// chosen. The second call of a pair follows its own way, as every call
+// does once the choice is made. Each rank publishes each timed trial at
+// the next sync step, and from then on every rank uses the way with the
+// lowest time per byte (the slowest rank's time). Calls after the trials
+// are not timed: one call on unusual caches (buffers the caller has just
+// rewritten) must not overturn the choice. The decision is a pure function
+// of values every rank reads from the same shared step, so every rank of
+// the host makes the same choice; results do not depend on it (the
 // reduction order is fixed), only speed.
 #pragma once
 
@@ -137,7 +140,7 @@ class ShmTuner {
     const bool direct = nw == kShmWays;
     constexpr int kDirect = static_cast<int>(ShmStrategy::Direct) - 1;
     // Trial order: guess, direct (if a way), then the others in order;
-    // mirrored.
+    // each way twice in a row, the second call timed.
     int order[kShmWays];
     order[0] = static_cast<int>(guess) - 1;
     int k = 1;
@@ -169,9 +172,12 @@ class ShmTuner {
       timing_ = false;
       return shm_way(static_cast<ShmStrategy>(best_of(c, order[0]) + 1));
     }
-    pick = idx < trials / 2 ? order[idx] : order[trials - 1 - idx];
-    cur_ = Record{kind, class_of(bytes), pick, bytes};
-    timing_ = true;
+    pick = order[idx / 2];
+    // The first call of a pair leaves the caches as this way leaves them
+    // (untimed); the second is timed.
+    timing_ = idx % 2 == 1;
+    if (timing_)
+      cur_ = Record{kind, class_of(bytes), pick, bytes};
     return shm_way(static_cast<ShmStrategy>(pick + 1));
   }
 
@@ -213,7 +219,7 @@ class ShmTuner {
     uint32_t taken = 0;
     for (int w = 0; w < c.ways; ++w)
       taken += c.samples[static_cast<size_t>(w)];
-    if (taken == static_cast<uint32_t>(2 * c.ways))
+    if (taken == static_cast<uint32_t>(c.ways))
       decided_ = done_;  // the last trial's time: the class has chosen
     else
       decided_.kind = -1;
@@ -263,7 +269,8 @@ class ShmTuner {
  private:
   static constexpr size_t kClasses = 48;
   // Two trials of a way within this factor are alike (their mean counts);
-  // further apart, the slower one was disturbed (the lower counts).
+  // further apart, the slower one was disturbed (the lower counts). One
+  // trial per way now; kept for a way measured twice.
   static constexpr double kAlike = 1.5;
   struct Class {
     uint32_t calls = 0;

@@ -514,28 +514,32 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
   }
 }
 
-// Each way's two trials count by their mean, so a drift over the trials
-// (later calls faster) cancels over the mirrored order instead of
-// favouring the way tried last; a trial far off its twin (a lost time
-// slice) counts by the lower of the two; calls after the trials are not
-// timed, so no later call changes the choice.
-TEST(ShmTuner, MirroredTrialsCancelDriftAndIgnoreOutliers) {
+// Each way runs twice in a row and only the second call is timed, so a way
+// is measured on the caches it leaves itself (as it runs once chosen), not
+// on those of the way before it; calls after the trials are not timed, so
+// no later call changes the choice.
+TEST(ShmTuner, EachWayIsTimedAfterACallOfItsOwn) {
   using S = ShmStrategy;
   const size_t n = 1 << 20;
   const int warm = static_cast<int>(ShmTuner::kWarmCalls);
-  // Runs the trials with `cost` (ns per byte, by way and trial index) and
-  // returns the choice.
+  auto way_of = [](ShmWay w) {
+    return !w.stream_stage ? S::Cached
+           : w.stream_out  ? S::Stream
+                           : S::StreamStage;
+  };
+  // Runs the trials with `cost` (ns per byte, by way and the way of the
+  // call before) and returns the choice.
   auto decide = [&](auto cost) {
     ShmTuner t;
+    S before = S::Stream;  // the guess: the warm calls' way
     for (int call = 0; call < warm + 6; ++call) {
-      ShmWay w = t.begin(ShmTuner::kReduce, n, S::Stream);
-      const S way = !w.stream_stage ? S::Cached
-                    : w.stream_out  ? S::Stream
-                                    : S::StreamStage;
+      const S way = way_of(t.begin(ShmTuner::kReduce, n, S::Stream));
       t.finish(1);
-      t.take_report();
-      const double ns = call < warm ? 0 : cost(way, call - warm);
+      const bool timed = t.take_report() != 0;
+      EXPECT_EQ(timed, call >= warm && (call - warm) % 2 == 1) << call;
+      const double ns = call < warm ? 0 : cost(way, before);
       t.absorb(static_cast<uint64_t>(ns * static_cast<double>(n)));
+      before = way;
     }
     const S pick = t.chosen(ShmTuner::kReduce, n);
     // Later calls run the choice untimed, however fast they are.
@@ -550,25 +554,22 @@ TEST(ShmTuner, MirroredTrialsCancelDriftAndIgnoreOutliers) {
     EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), pick);
     return pick;
   };
-  // Trial order: stream, cached, stream-stage, stream-stage, cached, stream.
-  // stream-stage 1.0 ns/byte, stream 1.1, cached 3, and every trial
-  // 0.06 faster than the one before: the best of two would take stream
-  // (its last trial, 1.1, against stream-stage's 1.12).
-  auto base = [](S w) {
-    return w == S::Cached ? 3.0 : w == S::Stream ? 1.1 : 1.0;
+  // Cached costs 0.5 ns/byte right after a streaming call but 4 after a
+  // cached one; stream-stage 1.0, stream 1.1 whatever came before.
+  auto cost = [](S w, S before) {
+    if (w == S::Cached)
+      return before == S::Cached ? 4.0 : 0.5;
+    return w == S::Stream ? 1.1 : 1.0;
   };
-  EXPECT_EQ(decide([&](S w, int i) { return base(w) + 0.3 - 0.06 * i; }),
-            S::StreamStage);
-  // One of stream-stage's trials loses a time slice (ten times slower).
-  EXPECT_EQ(decide([&](S w, int i) {
-              return base(w) * (w == S::StreamStage && i == 2 ? 10 : 1);
-            }),
-            S::StreamStage);
+  EXPECT_EQ(decide(cost), S::StreamStage);
+  // Where cached is fast after itself too, it wins.
+  EXPECT_EQ(decide([&](S w, S) { return w == S::Cached ? 0.5 : cost(w, w); }),
+            S::Cached);
 }
 
-// The measuring itself: each way twice in mirrored order from the guess,
-// then the lowest time per byte, the same sequence on every rank that
-// absorbs the same reports.
+// The measuring itself: each way twice in a row from the guess (the second
+// call timed), then the lowest time per byte, the same sequence on every
+// rank that absorbs the same reports.
 TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   ShmTuner t;
   const size_t n = 3 << 20;
@@ -588,17 +589,18 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
     trials.push_back(name(w));
     t.finish(0);
     uint64_t report = t.take_report();
-    EXPECT_EQ(report != 0, call >= warm && call < warm + 6)
-        << "only the trials are timed";
+    EXPECT_EQ(report != 0,
+              call >= warm && call < warm + 6 && (call - warm) % 2 == 1)
+        << "only the second call of each way's trials is timed";
     t.absorb(cost(w));
     if (call < warm + 5)
       EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto) << call;
   }
   using S = ShmStrategy;
-  EXPECT_EQ(trials, (std::vector<S>{S::Stream, S::Stream, S::Stream, S::Cached,
-                                    S::StreamStage, S::StreamStage, S::Cached,
-                                    S::Stream, S::StreamStage, S::StreamStage,
-                                    S::StreamStage}));
+  EXPECT_EQ(trials, (std::vector<S>{S::Stream, S::Stream, S::Stream, S::Stream,
+                                    S::Cached, S::Cached, S::StreamStage,
+                                    S::StreamStage, S::StreamStage,
+                                    S::StreamStage, S::StreamStage}));
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::StreamStage);
   // Another size class and kind are measured apart, from their guess.
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n * 4), ShmStrategy::Auto);
@@ -618,9 +620,9 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   // The last warm call runs direct (its first calls cost more than the
   // staged ways'), and direct is tried right after the guess.
   EXPECT_EQ(gtrials,
-            (std::vector<S>{S::Cached, S::Direct, S::Cached, S::Direct,
-                            S::StreamStage, S::Stream, S::Stream,
-                            S::StreamStage, S::Direct, S::Cached, S::Direct}));
+            (std::vector<S>{S::Cached, S::Direct, S::Cached, S::Cached,
+                            S::Direct, S::Direct, S::StreamStage,
+                            S::StreamStage, S::Stream, S::Stream, S::Direct}));
   EXPECT_EQ(g.chosen(ShmTuner::kGather, n), ShmStrategy::Direct);
   // Forced strategies never measure.
   ShmTuner forced(ShmStrategy::Cached);
