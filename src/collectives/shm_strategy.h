@@ -19,8 +19,8 @@
 // staging buffers. Which wins depends on the machine, not on a cache size
 // (`sysconf` may even report the host's L3 instead of the guest's): the
 // machines in BENCHMARKS.md (History; bench/shm_pattern) disagree, and so
-// does one VM from minute to minute (its two vCPUs on one core complex,
-// a cache-line handoff of 33 ns, or on two, 236 ns). So, unless a strategy
+// does one VM from minute to minute (its two vCPUs on one core complex or
+// on two: a cache-line handoff seven times dearer; BENCHMARKS.md). So, unless a strategy
 // is forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
 // power-of-two size class, 2k calls for the k ways the op may take (six,
 // or eight with direct: the guess, direct, then the others) after two
@@ -29,8 +29,7 @@
 // the way the call before it took (which of the slots' lines this core and
 // its peers still hold, and in what state): timed right after a streaming
 // call, the cached way looked 4x faster than it then ran call after call
-// (2-rank all_sum at 1 MiB: 56 against 200-260 us, load ~60), and it was
-// chosen. The second call of a pair follows its own way, as every call
+// (BENCHMARKS.md, History), and it was chosen. The second call of a pair follows its own way, as every call
 // does once the choice is made. Each rank publishes each timed trial at
 // the next sync step, and from then on every rank uses the way with the
 // lowest time per byte (the slowest rank's time). Calls after the trials
