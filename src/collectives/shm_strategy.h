@@ -20,8 +20,8 @@
 // (`sysconf` may even report the host's L3 instead of the guest's): the
 // machines in BENCHMARKS.md (History; bench/shm_pattern) disagree, and so
 // does one VM from minute to minute (its two vCPUs on one core complex or
-// on two: a cache-line handoff seven times dearer; BENCHMARKS.md). So, unless a strategy
-// is forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
+// on two: a cache-line handoff seven times dearer; BENCHMARKS.md). So, unless a
+// strategy is forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
 // power-of-two size class, 2k calls for the k ways the op may take (six,
 // or eight with direct: the guess, direct, then the others) after two
 // untimed warm calls (the guess, then direct where it is a way): each way
@@ -29,14 +29,14 @@
 // the way the call before it took (which of the slots' lines this core and
 // its peers still hold, and in what state): timed right after a streaming
 // call, the cached way looked 4x faster than it then ran call after call
-// (BENCHMARKS.md, History), and it was chosen. The second call of a pair follows its own way, as every call
-// does once the choice is made. Each rank publishes each timed trial at
-// the next sync step, and from then on every rank uses the way with the
-// lowest time per byte (the slowest rank's time). Calls after the trials
-// are not timed: one call on unusual caches (buffers the caller has just
-// rewritten) must not overturn the choice. The decision is a pure function
-// of values every rank reads from the same shared step, so every rank of
-// the host makes the same choice; results do not depend on it (the
+// (BENCHMARKS.md, History), and it was chosen. The second call of a pair
+// follows its own way, as every call does once the choice is made. Each rank
+// publishes each timed trial at the next sync step, and from then on every rank
+// uses the way with the lowest time per byte (the slowest rank's time). Calls
+// after the trials are not timed: one call on unusual caches (buffers the
+// caller has just rewritten) must not overturn the choice. The decision is a
+// pure function of values every rank reads from the same shared step, so every
+// rank of the host makes the same choice; results do not depend on it (the
 // reduction order is fixed), only speed.
 #pragma once
 
