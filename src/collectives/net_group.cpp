@@ -312,8 +312,8 @@ class NetGroup final : public Group {
   // member is on this host (so every member decides alike) and they
   // outnumber its CPUs, the job is bound by the kernel work of each
   // loopback message on shared cores, and fewer messages win (4 ranks on 2
-  // CPUs: 8 per call instead of 12). 0: never.
-  size_t bruck_max_block_ = net_.size >= 3 && net_.host_ranks == net_.size &&
+  // CPUs: 8 per call instead of 12; 3 ranks send 2 either way). 0: never.
+  size_t bruck_max_block_ = net_.size >= 4 && net_.host_ranks == net_.size &&
                                     net_.host_cpus > 0 &&
                                     net_.host_cpus < net_.host_ranks
                                 ? kBruckMaxBlock

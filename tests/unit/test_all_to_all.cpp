@@ -29,7 +29,8 @@ struct Case {
   int n;
   int wires;
   // Every rank's thread on one CPU: the ranks outnumber the CPUs, so
-  // small all_to_all blocks go in Bruck's rounds (net_group.cpp).
+  // from 4 ranks small all_to_all blocks go in Bruck's rounds
+  // (net_group.cpp).
   bool one_cpu = false;
 };
 void PrintTo(const Case& c, std::ostream* os) {
