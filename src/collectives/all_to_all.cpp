@@ -118,6 +118,51 @@ void all_to_all(Links& l, const OpContext& ctx, const char* in, char* out,
   exchange(l, ctx, blocks);
 }
 
+void all_to_all_bruck(Links& l, const OpContext& ctx, const char* in, char* out,
+                      size_t n, std::vector<char>& scratch) {
+  const int r = l.rank;
+  const int size = l.size;
+  const auto us = static_cast<size_t>(size);
+  // tmp[i]: the block at distance i (to rank r + i, then from rank r - i);
+  // sb / rb: one round's packed blocks.
+  const size_t most = static_cast<size_t>(bruck_blocks(size, 0)) * n;
+  if (scratch.size() < us * n + 2 * most) {
+    scratch.resize(us * n + 2 * most);
+  }
+  char* tmp = scratch.data();
+  char* sb = tmp + us * n;
+  char* rb = sb + most;
+  for (int i = 0; i < size; ++i) {
+    std::memcpy(tmp + static_cast<size_t>(i) * n,
+                in + static_cast<size_t>((r + i) % size) * n, n);
+  }
+  for (int k = 0; k < bruck_rounds(size); ++k) {
+    size_t len = 0;
+    for (int i = 1; i < size; ++i) {
+      if ((i >> k) & 1) {
+        std::memcpy(sb + len, tmp + static_cast<size_t>(i) * n, n);
+        len += n;
+      }
+    }
+    const int to = (r + (1 << k)) % size;
+    const int from = ((r - (1 << k)) % size + size) % size;
+    l.add_send(to, 0, ctx, sb, len);
+    l.add_recv(from, 0, rb, len);
+    l.run(ctx);
+    len = 0;
+    for (int i = 1; i < size; ++i) {
+      if ((i >> k) & 1) {
+        std::memcpy(tmp + static_cast<size_t>(i) * n, rb + len, n);
+        len += n;
+      }
+    }
+  }
+  for (int i = 0; i < size; ++i) {
+    std::memcpy(out + static_cast<size_t>(((r - i) % size + size) % size) * n,
+                tmp + static_cast<size_t>(i) * n, n);
+  }
+}
+
 namespace {
 
 struct VRun {

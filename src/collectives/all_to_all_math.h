@@ -21,6 +21,28 @@ constexpr int recv_peer(int r, int n, int k) {
   return ((r - k) % n + n) % n;
 }
 
+// Bruck's all_to_all among n ranks: ceil(log2 n) rounds instead of n - 1
+// messages per rank. Blocks are indexed by their distance i = dest - rank
+// (mod n); round k sends every block whose index has bit k set to rank
+// r + 2^k and receives the same indices from r - 2^k, so after the last
+// round index i holds the block of rank r - i. A rank sends
+// bruck_rounds(n) messages instead of n - 1 (4 ranks: 2 instead of 3),
+// each of bruck_blocks(n, k) blocks.
+constexpr int bruck_rounds(int n) {
+  int k = 0;
+  while ((1 << k) < n) {
+    ++k;
+  }
+  return k;
+}
+constexpr int bruck_blocks(int n, int k) {
+  int c = 0;
+  for (int i = 1; i < n; ++i) {
+    c += (i >> k) & 1;
+  }
+  return c;
+}
+
 // The counts matrix of an all_to_allv, as every rank has it after the
 // counts all-gather: row r is rank r's send counts (n entries) followed by
 // its receive counts (n entries).

@@ -25,6 +25,18 @@ std::string describe(OpKind kind, int dtype, uint64_t n_bytes, uint32_t aux) {
   return s;
 }
 
+const char* algo_name(uint8_t a) {
+  switch (static_cast<Algo>(a)) {
+    case Algo::Ring:
+      return "ring";
+    case Algo::Bruck:
+      return "Bruck all_to_all";
+    case Algo::Mesh:
+      break;
+  }
+  return "mesh";
+}
+
 }  // namespace
 
 OpHeader make_header(const OpDesc& op, uint32_t seq) {
@@ -79,11 +91,10 @@ void check_header(const OpHeader& got, const OpDesc& mine, uint32_t seq,
   if (got.algo != want.algo || got.streams != want.streams) {
     raise(ErrorKind::Protocol,
           std::string("configuration mismatch in ") + op_kind_name(mine.kind) +
-              ": this rank uses the " +
-              (want.algo == uint8_t(Algo::Ring) ? "ring" : "mesh") + " over " +
+              ": this rank uses the " + algo_name(want.algo) + " over " +
               std::to_string(want.streams) + " wire(s), " + rank_ref(peer) +
-              " the " + (got.algo == uint8_t(Algo::Ring) ? "ring" : "mesh") +
-              " over " + std::to_string(got.streams) +
+              " the " + algo_name(got.algo) + " over " +
+              std::to_string(got.streams) +
               " (JACCL_RING / JACCL_WIRES differ?)",
           ec);
   }

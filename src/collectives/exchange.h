@@ -17,7 +17,9 @@
 
 namespace jaccl::detail {
 
-enum class Algo : uint8_t { Mesh = 1, Ring = 2 };
+// Mesh: direct messages; Ring: around the ring; Bruck: all_to_all in
+// log2 rounds (a2a::all_to_all_bruck).
+enum class Algo : uint8_t { Mesh = 1, Ring = 2, Bruck = 3 };
 
 // What every participant of an op must agree on.
 struct OpDesc {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "collectives/all_to_all_math.h"
@@ -119,3 +120,49 @@ TEST(AllToAllMath, LargeBlocksUseEveryWire) {
 }
 
 }  // namespace
+
+namespace jaccl::detail::a2a {
+namespace {
+
+// Bruck's rounds as all_to_all_bruck runs them, on (origin, destination)
+// tags: after bruck_rounds(n) rounds, index i of rank r holds the block of
+// rank r - i for r, and every round's message has bruck_blocks(n, k)
+// blocks.
+TEST(AllToAllMath, BruckRoundsDeliverEveryBlockToItsRank) {
+  static_assert(bruck_rounds(1) == 0 && bruck_rounds(2) == 1 &&
+                bruck_rounds(4) == 2 && bruck_rounds(5) == 3);
+  static_assert(bruck_blocks(4, 0) == 2 && bruck_blocks(4, 1) == 2);
+  for (int n = 1; n <= 17; ++n) {
+    using Tag = std::pair<int, int>;  // origin, destination
+    std::vector<std::vector<Tag>> tmp(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < n; ++i) {
+        tmp[r].push_back({r, (r + i) % n});
+      }
+    }
+    for (int k = 0; k < bruck_rounds(n); ++k) {
+      auto next = tmp;
+      for (int r = 0; r < n; ++r) {
+        const int from = ((r - (1 << k)) % n + n) % n;
+        int blocks = 0;
+        for (int i = 1; i < n; ++i) {
+          if ((i >> k) & 1) {
+            next[r][i] = tmp[from][i];
+            ++blocks;
+          }
+        }
+        EXPECT_EQ(blocks, bruck_blocks(n, k)) << "n=" << n << " k=" << k;
+      }
+      tmp = next;
+    }
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(tmp[r][i], Tag(((r - i) % n + n) % n, r))
+            << "n=" << n << " rank " << r << " index " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace jaccl::detail::a2a
