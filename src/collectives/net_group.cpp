@@ -19,10 +19,9 @@ namespace jaccl::detail {
 
 namespace {
 
-// all_to_all's largest block for Bruck's rounds (bruck_max_block_). 4
-// ranks on 2 CPUs, CPU time per call (perf stat, all ranks) direct ->
-// Bruck: 1 KiB input 110 -> 85 us, 16 KiB 114 -> 99 us, but 64 KiB (16 KiB
-// blocks, each sent twice as often) 145 -> 160 us.
+// all_to_all's largest block for Bruck's rounds (bruck_max_block_): past
+// it, sending each block up to log2(n) times costs more than the messages
+// saved (BENCHMARKS.md, History).
 constexpr size_t kBruckMaxBlock = size_t(4) << 10;
 
 class NetGroup final : public Group {
