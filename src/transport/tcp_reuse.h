@@ -1,0 +1,41 @@
+// Copyright 2026 the jaccl authors.
+// A shrunk group's TCP data plane made of its parent's surviving data
+// connections (transport/tcp_endpoint.h: WireBank), instead of a new mesh
+// of connections to dial: at 64 ranks on a few cores, dialing ~2000
+// connections was most of a TCP shrink.
+//
+// Where the parent's stream ends: every link counts the bytes it moved
+// each way. One gather over the new group's side channel publishes what
+// each member sent on each wire to each other member; a member then reads
+// and drops, on each wire, what its peer sent past what it had read (the
+// rest of a failed operation), and the stream is the new group's from
+// there on. Every member decides alike whether the connections can be
+// taken over (every one of them must say so in the gather); when not,
+// the caller dials new ones.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "bootstrap/side_channel.h"
+#include "jaccl/jaccl.h"
+#include "transport/control_block.h"
+#include "transport/tcp_endpoint.h"
+
+namespace jaccl::detail {
+
+// Collective over the new group (cfg's rank and size; one gather of sc).
+// bank: the parent's data sockets; parent_of[i]: member i's index in the
+// parent; want[i]: the data wires the new group's plan wants to member i;
+// slots: the most wires any pair wants (the same on every member). Returns
+// the control block with the data wires (rank, size, wires, send_buffer,
+// op_timeout set), or nullopt when some member cannot take its
+// connections over. Throws when a member is lost meanwhile (sc's abort fd)
+// or at the set-up's deadline.
+std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
+                                            WireBank& bank,
+                                            const std::vector<int>& parent_of,
+                                            const std::vector<int>& want,
+                                            int slots);
+
+}  // namespace jaccl::detail
