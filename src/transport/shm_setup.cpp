@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 #include "common/affinity.h"
 #include "common/bytes.h"
@@ -238,9 +239,11 @@ bool map_from_proc(const Setup& s, ShmSegment& seg) {
 }
 
 // This rank's channel once the segment is mapped everywhere.
+// keepalive: what the channel keeps alive (conns.keepalive when null).
 std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
                                  ShmSegment seg, bool use_memfd,
-                                 const ControlBlock& conns) {
+                                 const ControlBlock& conns,
+                                 std::shared_ptr<void> keepalive = nullptr) {
   const int size = static_cast<int>(s.members.size());
   if (s.alone) {
     return std::nullopt;
@@ -262,7 +265,8 @@ std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
                                     : ""));
   }
   return ShmChannel(me, size, s.members, std::move(seg), s.layout, s.host_cpus,
-                    conns.state, conns.keepalive);
+                    conns.state,
+                    keepalive ? std::move(keepalive) : conns.keepalive);
 }
 
 // Whether this set-up is a shrink's on one kernel, IPC and network namespace
@@ -280,6 +284,48 @@ bool quick_shrink(const ControlBlock& conns) {
                        return c.net_ns == a.net_ns && c.boot_id == a.boot_id &&
                               c.ipc_ns == a.ipc_ns;
                      });
+}
+
+// Reserves the pages of a quick shrink's segment on a thread of its own,
+// while the shrink commits (at 64 ranks, reserving the 64 MiB of the
+// default budget took the creator tens of ms, which every member waited
+// for). A full /dev/shm or memory then fails the group (every op throws
+// it), as a failed reservation fails an init, instead of a SIGBUS on
+// first touch; the pages touched before are the kernel's to find either
+// way (the room was checked before the segment was made). Returns what
+// the channel keeps alive: the thread (joined with it) and
+// conns.keepalive.
+std::shared_ptr<void> reserve_behind(const ShmSegment& seg, size_t bytes,
+                                     const ControlBlock& conns, int rank) {
+  struct Reserver {
+    std::shared_ptr<void> keep;
+    std::thread thread;
+    ~Reserver() {
+      if (thread.joinable()) {
+        thread.join();
+      }
+    }
+  };
+  auto r = std::make_shared<Reserver>();
+  r->keep = conns.keepalive;
+  Fd fd(::fcntl(seg.fd(), F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) {
+    raise(ErrorKind::Io, "cannot duplicate the shared-memory segment's fd",
+          {.rank = rank, .address = "memfd:" + seg.name(), .sys_errno = errno});
+  }
+  r->thread = std::thread([fd = std::move(fd), bytes, state = conns.state, rank,
+                           name = seg.name()] {
+    const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+    if (rc != 0 && state) {
+      state->fail(error_ptr(
+          ErrorKind::Io,
+          "cannot reserve " + std::to_string(bytes) +
+              " bytes of shared memory for the shrunk group (sized by "
+              "JACCL_SHM_BUDGET; is /dev/shm or memory full?)",
+          {.rank = rank, .address = "memfd:" + name, .sys_errno = rc}));
+    }
+  });
+  return r;
 }
 
 // The quick path of a shrink's set-up (quick_shrink): the creator makes
@@ -314,8 +360,11 @@ std::optional<ShmChannel> quick_setup(const Config& cfg,
       }
       random_bytes(w.nonce, sizeof(w.nonce));
       const std::string name = "jaccl-" + to_hex(w.nonce, sizeof(w.nonce));
-      seg = ShmSegment::create_anonymous(name, s.layout.total(), rank,
-                                         s.layout.reserved());
+      // Its pages are reserved once the members have the message (below):
+      // tens of ms for tens of MiB, which they need not wait for.
+      seg = ShmSegment::create_anonymous(
+          name, s.layout.total(), rank,
+          std::min<size_t>(s.layout.reserved(), size_t(4) << 10));
       ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
                                init.chunk_bytes);
       w.seg_fd = seg.fd();
@@ -337,6 +386,10 @@ std::optional<ShmChannel> quick_setup(const Config& cfg,
               std::to_string(sizeof(SetupMsg)) + " expected",
           {.rank = rank, .peer = s.creator});
   }
+  std::shared_ptr<void> keep;
+  if (creator && !s.error) {
+    keep = reserve_behind(seg, s.layout.reserved(), conns, rank);
+  }
   std::memcpy(&w, got.data(), sizeof(w));
   w.what[sizeof(w.what) - 1] = '\0';
   if (w.magic != kSetupMagic || w.phase != 1) {
@@ -356,7 +409,7 @@ std::optional<ShmChannel> quick_setup(const Config& cfg,
               " through /proc/" + std::to_string(w.pid) + "/fd",
           {.rank = rank, .peer = s.creator});
   }
-  return finish(cfg, s, me, std::move(seg), true, conns);
+  return finish(cfg, s, me, std::move(seg), true, conns, std::move(keep));
 }
 
 }  // namespace
