@@ -343,10 +343,18 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
       continue;  // at most n times: the failed set grows each time
     }
     if (quick) {
+      std::string why;
+      if (error) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const Error& e) {
+          why = std::string(" (here: ") + e.what() + ")";
+        }
+      }
       JACCL_LOG(Info, "rank " << parent.job_rank(me)
                               << ": shrink: a survivor could not set up the "
-                                 "new group the quick way, trying again as "
-                                 "init does");
+                                 "new group the quick way"
+                              << why << ", trying again as init does");
       quick = false;
       continue;
     }
