@@ -243,10 +243,27 @@ std::optional<ControlBlock> takeover_tcp(const Config& cfg, SideChannel& sc,
       tcp_data_wires(plan, rank, /*network_data=*/true);
   // The most wires any pair wants (ring neighbours'): the same on every
   // member, so every member's gather is as long.
-  std::optional<ControlBlock> conns = reuse_tcp_wires(
+  std::optional<ReusedWires> reused = reuse_tcp_wires(
       cfg, sc, *t.wires, t.parent_of, want, std::max(1, plan.wires));
-  if (!conns) {
+  if (!reused) {
     return std::nullopt;
+  }
+  std::optional<ControlBlock> conns = std::move(reused->conns);
+  if (reused->any_missing) {
+    // Only the wires the parent did not have (a new ring neighbour's):
+    // every member dials or accepts its own, no control connections.
+    const std::vector<int> missing = reused->missing;
+    ControlBlock extra = setup_tcp(
+        cfg, sc, [missing](const std::vector<TcpCard>&) { return missing; }, {},
+        t.slot);
+    for (size_t i = 0; i < extra.wires.size() && i < conns->wires.size(); ++i) {
+      for (Fd& fd : extra.wires[i]) {
+        conns->wires[i].push_back(std::move(fd));
+      }
+      if (!extra.wires[i].empty() && i < extra.send_buffer.size()) {
+        conns->send_buffer[i] = extra.send_buffer[i];
+      }
+    }
   }
   count_host_cpus(t.cards, rank, *conns);
   conns->cards = std::make_shared<const std::vector<TcpCard>>(t.cards);

@@ -97,44 +97,50 @@ void drain(const std::vector<Drain>& wires, int rank, int abort_fd,
 
 }  // namespace
 
-std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
-                                            WireBank& bank,
-                                            const std::vector<int>& parent_of,
-                                            const std::vector<int>& want,
-                                            int slots) {
+std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
+                                           WireBank& bank,
+                                           const std::vector<int>& parent_of,
+                                           const std::vector<int>& want,
+                                           int slots) {
   const int rank = cfg.get_rank();
   const int size = cfg.get_size();
   const auto n = static_cast<size_t>(size);
   const auto k = static_cast<size_t>(std::max(slots, 1));
-  // Whether this member has every connection the new group wants.
+  // Whether this member can take its connections over, and how many of
+  // those the plan wants there are to each member (the same at both ends:
+  // the parent's plan connected both alike).
   bool can = bank.complete && parent_of.size() == n && want.size() == n;
+  std::vector<int> have(n, 0);
+  bool short_of = false;
   for (size_t i = 0; can && i < n; ++i) {
     if (static_cast<int>(i) == rank || want[i] <= 0) {
       continue;
     }
     const auto p = static_cast<size_t>(parent_of[i]);
-    can = p < bank.fds.size() && want[i] <= static_cast<int>(k) &&
-          bank.fds[p].size() >= static_cast<size_t>(want[i]);
+    can = p < bank.fds.size() && want[i] <= static_cast<int>(k);
+    if (can) {
+      have[i] = std::min(want[i], static_cast<int>(bank.fds[p].size()));
+      short_of = short_of || have[i] < want[i];
+    }
   }
-  // Mine: magic, can, then what I sent to member i on wire w (i * k + w).
-  const size_t bytes = 16 + n * k * 8;
+  // Mine: magic, can, short_of, then what I sent to member i on wire w
+  // (i * k + w).
+  const size_t bytes = 24 + n * k * 8;
   std::vector<char> mine(bytes, 0);
   auto* u = reinterpret_cast<uint8_t*>(mine.data());
   put_u64(u, kReuseMagic);
   put_u64(u + 8, can ? 1 : 0);
+  put_u64(u + 16, short_of ? 1 : 0);
   for (size_t i = 0; can && i < n; ++i) {
-    if (static_cast<int>(i) == rank) {
-      continue;
-    }
     const auto p = static_cast<size_t>(parent_of[i]);
-    for (size_t w = 0; w < static_cast<size_t>(std::max(want[i], 0)); ++w) {
-      put_u64(u + 16 + (i * k + w) * 8,
+    for (size_t w = 0; w < static_cast<size_t>(have[i]); ++w) {
+      put_u64(u + 24 + (i * k + w) * 8,
               bank.counts[p][w]->sent.load(std::memory_order_relaxed));
     }
   }
   std::vector<char> all(bytes * n);
   sc.all_gather(mine.data(), all.data(), bytes);
-  bool every = true;
+  bool every = true, any_short = false;
   for (size_t r = 0; r < n; ++r) {
     const auto* a = reinterpret_cast<const uint8_t*>(all.data() + r * bytes);
     if (get_u64(a) != kReuseMagic) {
@@ -144,6 +150,7 @@ std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
             {.rank = rank, .peer = static_cast<int>(r)});
     }
     every = every && get_u64(a + 8) == 1;
+    any_short = any_short || get_u64(a + 16) == 1;
   }
   if (!every) {
     JACCL_LOG(Info, "rank " << rank
@@ -151,7 +158,10 @@ std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
                                "connections over: dialing new ones");
     return std::nullopt;
   }
-  ControlBlock conns;
+  ReusedWires out;
+  out.any_missing = any_short;
+  out.missing.assign(n, 0);
+  ControlBlock& conns = out.conns;
   conns.rank = rank;
   conns.size = size;
   conns.op_timeout = cfg.get_op_timeout();
@@ -162,11 +172,12 @@ std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
     if (static_cast<int>(i) == rank || want[i] <= 0) {
       continue;
     }
+    out.missing[i] = want[i] - have[i];
     const auto p = static_cast<size_t>(parent_of[i]);
     conns.send_buffer[i] =
         p < bank.send_buffer.size() ? bank.send_buffer[p] : 0;
     const auto* a = reinterpret_cast<const uint8_t*>(all.data() + i * bytes);
-    for (size_t w = 0; w < static_cast<size_t>(want[i]); ++w) {
+    for (size_t w = 0; w < static_cast<size_t>(have[i]); ++w) {
       Fd fd(::fcntl(bank.fds[p][w].get(), F_DUPFD_CLOEXEC, 0));
       if (!fd.valid()) {
         raise(ErrorKind::Io,
@@ -175,7 +186,7 @@ std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
       }
       WireCount& c = *bank.counts[p][w];
       const uint64_t sent =
-          get_u64(a + 16 + (static_cast<size_t>(rank) * k + w) * 8);
+          get_u64(a + 24 + (static_cast<size_t>(rank) * k + w) * 8);
       const uint64_t got = c.received.load(std::memory_order_relaxed);
       if (sent < got) {
         raise(ErrorKind::Protocol,
@@ -193,10 +204,11 @@ std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
     }
   }
   drain(drains, rank, sc.abort_fd(), Deadline::after(cfg.get_timeout()));
-  JACCL_LOG(Debug, "rank " << rank << ": took " << drains.size()
-                           << " connection(s) with old data and the others "
-                              "clean over from the parent group");
-  return conns;
+  JACCL_LOG(Debug, "rank " << rank << ": took the parent group's data "
+                           << "connections over (" << drains.size()
+                           << " with the end of its data to read off)"
+                           << (any_short ? "; some pairs need more" : ""));
+  return out;
 }
 
 }  // namespace jaccl::detail

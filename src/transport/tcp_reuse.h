@@ -11,7 +11,9 @@
 // rest of a failed operation), and the stream is the new group's from
 // there on. Every member decides alike whether the connections can be
 // taken over (every one of them must say so in the gather); when not,
-// the caller dials new ones.
+// the caller dials new ones. Where the new plan wants more wires to a
+// member than the parent had (ring neighbours with several wires, past
+// 16 ranks), the caller dials only those.
 #pragma once
 
 #include <optional>
@@ -24,18 +26,29 @@
 
 namespace jaccl::detail {
 
+// What reuse_tcp_wires leaves: the control block with the connections
+// taken over (rank, size, wires, send_buffer, op_timeout set); missing[i]:
+// the wires to member i the plan wants beyond those (the parent's plan
+// connected fewer: a ring neighbour now that was not one before);
+// any_missing: some member, any, misses some (the same on every member:
+// then every member dials what it misses, collectively).
+struct ReusedWires {
+  ControlBlock conns;
+  std::vector<int> missing;
+  bool any_missing = false;
+};
+
 // Collective over the new group (cfg's rank and size; one gather of sc).
 // bank: the parent's data sockets; parent_of[i]: member i's index in the
 // parent; want[i]: the data wires the new group's plan wants to member i;
 // slots: the most wires any pair wants (the same on every member). Returns
-// the control block with the data wires (rank, size, wires, send_buffer,
-// op_timeout set), or nullopt when some member cannot take its
-// connections over. Throws when a member is lost meanwhile (sc's abort fd)
-// or at the set-up's deadline.
-std::optional<ControlBlock> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
-                                            WireBank& bank,
-                                            const std::vector<int>& parent_of,
-                                            const std::vector<int>& want,
-                                            int slots);
+// nullopt when some member cannot take its connections over (then every
+// member dials them all). Throws when a member is lost meanwhile (sc's
+// abort fd) or at the set-up's deadline.
+std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
+                                           WireBank& bank,
+                                           const std::vector<int>& parent_of,
+                                           const std::vector<int>& want,
+                                           int slots);
 
 }  // namespace jaccl::detail
