@@ -1,7 +1,6 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/tcp_endpoint.h"
 
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -319,12 +318,10 @@ Network make_tcp_network(ControlBlock conns) {
   net.links.resize(conns.wires.size());
   WireBank* bank = conns.bank.get();
   if (bank != nullptr) {
-    bank->fds.clear();
-    bank->fds.resize(conns.wires.size());
+    bank->fds.assign(conns.wires.size(), {});
     bank->counts.assign(conns.wires.size(), {});
     bank->send_buffer = conns.send_buffer;
     bank->send_buffer.resize(conns.wires.size(), 0);
-    bank->complete = true;
   }
   auto who = [&](int member) {
     return conns.names.empty() ? member
@@ -334,19 +331,10 @@ Network make_tcp_network(ControlBlock conns) {
     const int sndbuf = p < conns.send_buffer.size() ? conns.send_buffer[p] : 0;
     for (Fd& fd : conns.wires[p]) {
       std::shared_ptr<WireCount> count;
-      if (bank != nullptr && bank->complete) {
-        Fd copy(::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0));
-        if (copy.valid()) {
-          count = std::make_shared<WireCount>();
-          bank->fds[p].push_back(std::move(copy));
-          bank->counts[p].push_back(count);
-        } else {
-          // Out of descriptors: a shrink dials new connections instead.
-          bank->complete = false;
-          bank->fds.clear();
-          bank->fds.resize(conns.wires.size());
-          bank->counts.assign(conns.wires.size(), {});
-        }
+      if (bank != nullptr) {
+        count = std::make_shared<WireCount>();
+        bank->fds[p].push_back(fd.get());
+        bank->counts[p].push_back(count);
       }
       net.links[p].push_back(make_tcp_link(std::move(fd), who(conns.rank),
                                            who(static_cast<int>(p)), sndbuf,

@@ -29,14 +29,19 @@ struct WireCount {
 };
 
 // A group's data sockets as a shrink takes them over: per peer (member
-// index), per wire, a second descriptor of the link's socket and the
-// link's counts. complete: every socket was duplicated (else nothing is
-// taken over). Filled by make_tcp_network; used by one thread at a time.
+// index), per wire, the link's socket (not owned: the links close them;
+// a shrink, which runs while its parent lives, duplicates them) and the
+// link's counts. Not a second descriptor of its own: a killed rank's
+// kernel then closes its data connections in the order of their numbers,
+// as without the bank, before its control connections (a second,
+// higher-numbered copy kept every data connection open until after
+// them, and every peer learnt of the death from its liveness thread,
+// tens of ms later at 64 ranks, instead of from its failing operation).
+// Filled by make_tcp_network; used by one thread at a time.
 struct WireBank {
-  std::vector<std::vector<Fd>> fds;
+  std::vector<std::vector<int>> fds;
   std::vector<std::vector<std::shared_ptr<WireCount>>> counts;
   std::vector<int> send_buffer;
-  bool complete = true;
 };
 
 // rank, peer: job ranks, for messages. sndbuf: the SO_SNDBUF the set-up

@@ -109,7 +109,7 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
   // Whether this member can take its connections over, and how many of
   // those the plan wants there are to each member (the same at both ends:
   // the parent's plan connected both alike).
-  bool can = bank.complete && parent_of.size() == n && want.size() == n;
+  bool can = parent_of.size() == n && want.size() == n;
   std::vector<int> have(n, 0);
   bool short_of = false;
   for (size_t i = 0; can && i < n; ++i) {
@@ -178,7 +178,7 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
         p < bank.send_buffer.size() ? bank.send_buffer[p] : 0;
     const auto* a = reinterpret_cast<const uint8_t*>(all.data() + i * bytes);
     for (size_t w = 0; w < static_cast<size_t>(have[i]); ++w) {
-      Fd fd(::fcntl(bank.fds[p][w].get(), F_DUPFD_CLOEXEC, 0));
+      Fd fd(::fcntl(bank.fds[p][w], F_DUPFD_CLOEXEC, 0));
       if (!fd.valid()) {
         raise(ErrorKind::Io,
               "cannot duplicate a data connection to take it over",
