@@ -9,11 +9,14 @@
 // latest survivor's times: {"n", "size" (of the shrunk group), "error_at",
 // "ready_at", "shrink_ms"}
 // (realtime ms; shrink_ms = the slowest survivor's error-to-ready time).
+// SHRINK_TRACE=1: every survivor also prints "TRACE <rank> error|ready <wall
+// ms mod 10^6>" on stderr, to line up with shrink's JACCL_LOG=debug phases.
 #include <jaccl/jaccl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -49,11 +52,19 @@ int main() {
     } catch (const jaccl::Error&) {
       error_at = realtime_ms();
     }
+    if (std::getenv("SHRINK_TRACE") != nullptr) {
+      std::fprintf(stderr, "TRACE %d error %.0f\n", me,
+                   std::fmod(error_at, 1e6));
+    }
     g->revoke();
     auto s = g->shrink();
     float one = 1, sum = 0;
     s->all_sum(&one, &sum, sizeof(one), jaccl::Float32);
     const double ready_at = realtime_ms();
+    if (std::getenv("SHRINK_TRACE") != nullptr) {
+      std::fprintf(stderr, "TRACE %d ready %.0f\n", me,
+                   std::fmod(ready_at, 1e6));
+    }
     // Under heavy load a slow survivor may be declared failed too: the
     // shrunk group is then smaller, and says so in "size".
     if (sum != static_cast<float>(s->size())) {

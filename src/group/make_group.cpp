@@ -22,6 +22,7 @@
 #include "transport/shm_setup.h"
 #include "transport/tcp_connect.h"
 #include "transport/tcp_endpoint.h"
+#include "transport/tcp_reuse.h"
 
 namespace jaccl::detail {
 
@@ -214,6 +215,60 @@ std::optional<ControlBlock> takeover_shm_only(const Config& cfg,
   count_host_cpus(t.cards, rank, conns);
   conns.cards = std::make_shared<const std::vector<TcpCard>>(t.cards);
   conns.keepalive = t.slot;
+  conns.shrink = true;
+  conns.broadcast = t.broadcast;
+  return conns;
+}
+
+// A shrunk group's control block when the parent's cards give a plan of
+// TCP alone and the parent's data connections can be taken over (one
+// gather; nullopt: dial as usual). Every member decides alike whether to
+// try: the same cards, the same plan, the same kind of parent.
+std::optional<ControlBlock> takeover_tcp(const Config& cfg, SideChannel& sc,
+                                         const Takeover& t) {
+  const int rank = cfg.get_rank();
+  const std::string& transport = cfg.get_transport();
+  if (!t.wires || t.cards.size() != static_cast<size_t>(cfg.get_size()) ||
+      t.parent_of.size() != t.cards.size() || cfg.get_size() < 2 ||
+      (transport != "tcp" && transport != "auto") ||
+      std::any_of(t.cards.begin(), t.cards.end(),
+                  [](const TcpCard& c) { return !c.ofi.empty(); })) {
+    return std::nullopt;
+  }
+  const Plan plan = choose_plan(cfg, t.cards, rank);
+  if (plan.layout != Layout::Flat) {
+    return std::nullopt;
+  }
+  const std::vector<int> want =
+      tcp_data_wires(plan, rank, /*network_data=*/true);
+  // The most wires any pair wants (ring neighbours'): the same on every
+  // member, so every member's gather is as long.
+  std::optional<ReusedWires> reused = reuse_tcp_wires(
+      cfg, sc, *t.wires, t.parent_of, want, std::max(1, plan.wires));
+  if (!reused) {
+    return std::nullopt;
+  }
+  std::optional<ControlBlock> conns = std::move(reused->conns);
+  if (reused->any_missing) {
+    // Only the wires the parent did not have (a new ring neighbour's):
+    // every member dials or accepts its own, no control connections.
+    const std::vector<int> missing = reused->missing;
+    ControlBlock extra = setup_tcp(
+        cfg, sc, [missing](const std::vector<TcpCard>&) { return missing; }, {},
+        t.slot);
+    for (size_t i = 0; i < extra.wires.size() && i < conns->wires.size(); ++i) {
+      for (Fd& fd : extra.wires[i]) {
+        conns->wires[i].push_back(std::move(fd));
+      }
+      if (!extra.wires[i].empty() && i < extra.send_buffer.size()) {
+        conns->send_buffer[i] = extra.send_buffer[i];
+      }
+    }
+  }
+  count_host_cpus(t.cards, rank, *conns);
+  conns->cards = std::make_shared<const std::vector<TcpCard>>(t.cards);
+  conns->keepalive = t.slot;
+  conns->shrink = true;
   return conns;
 }
 
@@ -230,6 +285,18 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
       std::vector<int> all(static_cast<size_t>(cfg.get_size()));
       std::iota(all.begin(), all.end(), 0);
       return make_shm_group(cfg, sc, *conns, all);
+    }
+    if (auto conns = takeover_tcp(cfg, sc, *takeover)) {
+      conns->bank = std::make_shared<WireBank>();
+      if (control != nullptr) {
+        *control =
+            GroupControl{conns->state, nullptr, conns->cards, conns->bank};
+      }
+      JACCL_LOG(Info, "rank " << conns->rank
+                              << ": TCP data plane taken over from the "
+                                 "parent group ("
+                              << cfg.get_size() << " ranks)");
+      return make_net_group(cfg, make_tcp_network(std::move(*conns)));
     }
   }
   const int rank = cfg.get_rank();
@@ -274,8 +341,12 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
       setup_tcp(cfg, sc, want_data,
                 ofi != nullptr ? ofi->card() : std::vector<std::string>(),
                 takeover != nullptr ? takeover->slot : nullptr);
+  if (plan.layout == Layout::Flat && !use_ofi && cfg.get_size() > 1) {
+    conns.bank = std::make_shared<WireBank>();
+  }
   if (control != nullptr) {
-    *control = GroupControl{conns.state, conns.monitor, conns.cards};
+    *control =
+        GroupControl{conns.state, conns.monitor, conns.cards, conns.bank};
   }
   if (plan.layout == Layout::Shm) {
     std::vector<int> all(static_cast<size_t>(cfg.get_size()));
@@ -288,8 +359,10 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
   }
   // The side channel goes away when init returns: one barrier more proves
   // every rank has left setup_tcp's, so nobody is still reading it. (The
-  // shared-memory layouts' own calls follow instead.)
-  if (cfg.get_size() > 1) {
+  // shared-memory layouts' own calls follow instead.) A shrink's commit
+  // agreement does that job (group/shrink.cpp): every survivor votes only
+  // once it is done with the side channel.
+  if (cfg.get_size() > 1 && takeover == nullptr) {
     sc.barrier();
   }
   if (use_ofi) {

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "bootstrap/side_channel.h"
@@ -17,13 +20,16 @@ namespace jaccl::detail {
 class FailureState;
 class LivenessMonitor;
 struct MonitorSlot;
+struct WireBank;
 
 // What the elastic calls of a group need (group/shrink.h): its state, its
-// liveness monitor (null for a group of one) and its members' cards.
+// liveness monitor (null for a group of one), its members' cards and, for
+// a TCP group, its data connections as a shrink takes them over.
 struct GroupControl {
   std::shared_ptr<FailureState> state;
   std::shared_ptr<LivenessMonitor> monitor;
   std::shared_ptr<const std::vector<TcpCard>> cards;
+  std::shared_ptr<WireBank> wires;
 };
 
 // A shrunk group's set-up (group/shrink.cpp). The group makes no control
@@ -31,9 +37,17 @@ struct GroupControl {
 // the GroupControl) afterwards. cards (may be empty): the members' cards
 // from the parent's set-up, renumbered; when they give a plan of shared
 // memory alone, and no member had ofi, nothing is exchanged or connected.
+// wires (may be null): the parent's TCP data connections; parent_of[i]:
+// member i's rank in the parent. When the plan is TCP alone, the new group
+// takes those connections over (transport/tcp_reuse.h) instead of dialing.
+// broadcast (may be empty): the survivors' one-to-all send
+// (ControlBlock::broadcast), for a quick shared-memory set-up.
 struct Takeover {
   std::shared_ptr<MonitorSlot> slot;
   std::vector<TcpCard> cards;
+  std::shared_ptr<WireBank> wires;
+  std::vector<int> parent_of;
+  std::function<std::string(std::string_view, int)> broadcast;
 };
 
 // control, when given, receives the group's GroupControl.

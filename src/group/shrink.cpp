@@ -137,6 +137,35 @@ AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
   };
 }
 
+std::function<std::string(std::string_view, int)> survivors_broadcast(
+    LivenessMonitor& monitor, std::vector<int> members, int me_index,
+    uint64_t tag0, Millis timeout) {
+  auto calls = std::make_shared<uint64_t>(0);
+  // Tags apart from survivors_all_gather's (tag0 + its calls).
+  return [&monitor, members = std::move(members), me_index, tag0, timeout,
+          calls](std::string_view mine, int root) {
+    const uint64_t tag = tag0 + (uint64_t(1) << 31) + ++*calls;
+    try {
+      if (root == me_index) {
+        std::vector<int> others;
+        for (size_t i = 0; i < members.size(); ++i) {
+          if (static_cast<int>(i) != root) {
+            others.push_back(members[i]);
+          }
+        }
+        monitor.post(tag, others, mine);
+        return std::string(mine);
+      }
+      return monitor.take(tag, members[static_cast<size_t>(root)],
+                          Deadline::after(timeout), members);
+    } catch (const ParentError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ParentError(e);
+    }
+  };
+}
+
 void require_full_mesh(const GroupHandle& g, const LivenessMonitor& monitor,
                        const char* call) {
   if (!monitor.full_mesh()) {
@@ -184,11 +213,22 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
   LivenessMonitor& mon = *ctl.monitor;
   require_full_mesh(parent, mon, "shrink");
   const auto t0 = std::chrono::steady_clock::now();
+  // "N ms [wall W]": since the call, and the wall clock's milliseconds
+  // (mod 10^6), which line up the phases of every rank (and
+  // bench/shrink_bench's SHRINK_TRACE lines) on one time line.
   auto ms = [&t0] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now() - t0)
-        .count();
+    using std::chrono::duration_cast;
+    using std::chrono::milliseconds;
+    const auto wall = duration_cast<milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+    return std::to_string(duration_cast<milliseconds>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count()) +
+           " ms [wall " + std::to_string(wall % 1000000) + "]";
   };
+  JACCL_LOG(Debug,
+            "rank " << parent.job_rank(me) << ": shrink: start " << ms());
   const Millis timeout = parent.config().get_timeout();
   // Every agreement's errors name the parent's members: job ranks out.
   auto agree = [&](bool ok) {
@@ -198,12 +238,15 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
       throw_renamed(e, parent.names());
     }
   };
+  // The first attempt takes the quick ways (the parent's TCP connections,
+  // a shared-memory segment opened through /proc); when it fails with no
+  // member lost, the next one makes the group as init does.
+  bool quick = true;
   for (;;) {
     const auto d = agree(true);
     const std::vector<int> members = survivors(n, d.failed, d.excluded);
     JACCL_LOG(Debug, "rank " << parent.job_rank(me) << ": shrink: agreed on "
-                             << members.size() << " survivors after " << ms()
-                             << " ms");
+                             << members.size() << " survivors after " << ms());
     if (!has(members, me)) {
       if (has(d.excluded, me)) {
         return nullptr;
@@ -227,7 +270,11 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     // After a failure the parent is of no more use: the new group takes its
     // control connections over (every survivor decides alike, from d).
     auto slot = d.failed.empty() ? nullptr : std::make_shared<MonitorSlot>();
-    Takeover takeover{slot, {}};
+    Takeover takeover{slot, {}, quick ? ctl.wires : nullptr, members, {}};
+    if (quick) {
+      takeover.broadcast =
+          survivors_broadcast(mon, members, new_rank, tag0, timeout);
+    }
     if (ctl.cards && ctl.cards->size() == static_cast<size_t>(n)) {
       for (size_t i = 0; i < members.size(); ++i) {
         takeover.cards.push_back((*ctl.cards)[static_cast<size_t>(members[i])]);
@@ -258,12 +305,11 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
       error = std::current_exception();
     }
     JACCL_LOG(Debug, "rank " << parent.job_rank(me)
-                             << ": shrink: new group set up after " << ms()
-                             << " ms");
+                             << ": shrink: new group set up after " << ms());
     // Every survivor keeps the new group, or none does.
     const auto c = agree(inner != nullptr);
     JACCL_LOG(Debug, "rank " << parent.job_rank(me)
-                             << ": shrink: committed after " << ms() << " ms");
+                             << ": shrink: committed after " << ms());
     const bool member_lost =
         std::any_of(members.begin(), members.end(),
                     [&](int m) { return has(c.failed, m); });
@@ -281,8 +327,7 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
       JACCL_LOG(Info, "rank " << parent.job_rank(me) << ": shrink: rank "
                               << new_rank << " of " << members.size()
                               << " (job ranks " << rank_list(names) << ") on "
-                              << inner->backend_name() << " after " << ms()
-                              << " ms");
+                              << inner->backend_name() << " after " << ms());
       auto h =
           std::make_shared<GroupHandle>(std::move(inner), std::move(cfg),
                                         std::move(names), std::move(control));
@@ -296,6 +341,22 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
                               << ": shrink: a member failed during the set-up"
                                  ", trying again without it");
       continue;  // at most n times: the failed set grows each time
+    }
+    if (quick) {
+      std::string why;
+      if (error) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const Error& e) {
+          why = std::string(" (here: ") + e.what() + ")";
+        }
+      }
+      JACCL_LOG(Info, "rank " << parent.job_rank(me)
+                              << ": shrink: a survivor could not set up the "
+                                 "new group the quick way"
+                              << why << ", trying again as init does");
+      quick = false;
+      continue;
     }
     // Nobody failed, yet some survivor could not set up: it will not work
     // the next time either.

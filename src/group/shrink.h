@@ -12,8 +12,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/deadline.h"
@@ -34,6 +37,14 @@ std::vector<int> survivors(int size, const std::vector<int>& failed,
 AllGatherFn survivors_all_gather(LivenessMonitor& monitor,
                                  std::vector<int> members, int me_index,
                                  uint64_t tag0, Millis timeout);
+
+// One member's bytes to every member of `members` over the same
+// connections (ControlBlock::broadcast): f(bytes, root) returns
+// members[root]'s bytes on every member; tags apart from
+// survivors_all_gather's. Each call waits up to `timeout`.
+std::function<std::string(std::string_view, int)> survivors_broadcast(
+    LivenessMonitor& monitor, std::vector<int> members, int me_index,
+    uint64_t tag0, Millis timeout);
 
 // A UsageError naming `call` unless the monitor reaches every peer (a
 // one-host group above kFullControlMeshMax ranks keeps a star at rank 0).

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/deadline.h"
@@ -23,6 +24,7 @@
 namespace jaccl::detail {
 
 class LivenessMonitor;
+struct WireBank;
 
 // Where a group's liveness monitor goes when it comes after the group's
 // data plane (a shrunk group's, made of its parent's connections).
@@ -60,6 +62,21 @@ struct ControlBlock {
   std::shared_ptr<LivenessMonitor> monitor;
   // Every member's card from the set-up (a shrink may plan from them).
   std::shared_ptr<const std::vector<TcpCard>> cards;
+  // When set, make_tcp_network keeps a second descriptor of every data
+  // socket there, with the link's byte counts, so that a shrunk group can
+  // take the surviving connections over (transport/tcp_reuse.h).
+  std::shared_ptr<WireBank> bank;
+  // A shrink's set-up (the group's monitor comes later, taking its
+  // parent's control connections over; group/shrink.cpp).
+  bool shrink = false;
+  // A shrink's one-to-all send over the survivors' control connections:
+  // broadcast(bytes, root) returns root's bytes on every member (bytes
+  // ignored elsewhere); throws once any member is lost or at the set-up's
+  // deadline. Set for a shrink's first attempt only: with it, a shared-
+  // memory set-up on one host takes one message from the creator instead
+  // of rounds of every member, and the commit agreement that follows the
+  // set-up tells whether every member mapped the segment (shm_setup.h).
+  std::function<std::string(std::string_view, int)> broadcast;
 
   Deadline op_deadline() const { return Deadline::after(op_timeout); }
 };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string_view>
+#include <thread>
 
 #include "common/affinity.h"
 #include "common/bytes.h"
@@ -37,8 +38,7 @@ struct SetupMsg {
   uint64_t magic;
   uint8_t phase;
   uint8_t listening;  // phase 1, creator: its hand-off socket is up
-  // Phase 1: ready for the direct hand-over (a creator: its memfd segment
-  // is made and served); phase 2, member: it can reach that socket.
+  // Phase 2, member: it can reach the creator's hand-off socket.
   uint8_t reach;
   uint8_t failed;
   int32_t kind;
@@ -60,7 +60,7 @@ constexpr uint64_t kSetupMagic = 0x3130505353434a6aull;  // "jJCSSP01"
 
 // Everything setup_shm keeps across the phases.
 struct Setup {
-  SideChannel& sc;
+  SideChannel* sc;  // null on a shrink's quick path (quick_setup)
   const std::vector<int>& members;
   int rank;
   int creator;
@@ -112,7 +112,7 @@ struct Setup {
   }
 
   std::vector<SetupMsg> gather(const SetupMsg& mine) {
-    auto all = sc.all_gather_value(mine);
+    auto all = sc->all_gather_value(mine);
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r].magic != kSetupMagic || all[r].phase != mine.phase) {
         raise(ErrorKind::Protocol,
@@ -239,9 +239,11 @@ bool map_from_proc(const Setup& s, ShmSegment& seg) {
 }
 
 // This rank's channel once the segment is mapped everywhere.
+// keepalive: what the channel keeps alive (conns.keepalive when null).
 std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
                                  ShmSegment seg, bool use_memfd,
-                                 const ControlBlock& conns) {
+                                 const ControlBlock& conns,
+                                 std::shared_ptr<void> keepalive = nullptr) {
   const int size = static_cast<int>(s.members.size());
   if (s.alone) {
     return std::nullopt;
@@ -263,13 +265,14 @@ std::optional<ShmChannel> finish(const Config& cfg, const Setup& s, int me,
                                     : ""));
   }
   return ShmChannel(me, size, s.members, std::move(seg), s.layout, s.host_cpus,
-                    conns.state, conns.keepalive);
+                    conns.state,
+                    keepalive ? std::move(keepalive) : conns.keepalive);
 }
 
 // Whether this set-up is a shrink's on one kernel, IPC and network namespace
 // (the quick path; setup_shm).
 bool quick_shrink(const ControlBlock& conns) {
-  if (conns.monitor || !conns.keepalive || !conns.cards ||
+  if (!conns.shrink || !conns.broadcast || !conns.cards ||
       conns.cards->size() != static_cast<size_t>(conns.size) ||
       conns.cards->empty()) {
     return false;
@@ -281,6 +284,132 @@ bool quick_shrink(const ControlBlock& conns) {
                        return c.net_ns == a.net_ns && c.boot_id == a.boot_id &&
                               c.ipc_ns == a.ipc_ns;
                      });
+}
+
+// Reserves the pages of a quick shrink's segment on a thread of its own,
+// while the shrink commits (at 64 ranks, reserving the 64 MiB of the
+// default budget took the creator tens of ms, which every member waited
+// for). A full /dev/shm or memory then fails the group (every op throws
+// it), as a failed reservation fails an init, instead of a SIGBUS on
+// first touch; the pages touched before are the kernel's to find either
+// way (the room was checked before the segment was made). Returns what
+// the channel keeps alive: the thread (joined with it) and
+// conns.keepalive.
+std::shared_ptr<void> reserve_behind(const ShmSegment& seg, size_t bytes,
+                                     const ControlBlock& conns, int rank) {
+  struct Reserver {
+    std::shared_ptr<void> keep;
+    std::thread thread;
+    ~Reserver() {
+      if (thread.joinable()) {
+        thread.join();
+      }
+    }
+  };
+  auto r = std::make_shared<Reserver>();
+  r->keep = conns.keepalive;
+  Fd fd(::fcntl(seg.fd(), F_DUPFD_CLOEXEC, 0));
+  if (!fd.valid()) {
+    raise(ErrorKind::Io, "cannot duplicate the shared-memory segment's fd",
+          {.rank = rank, .address = "memfd:" + seg.name(), .sys_errno = errno});
+  }
+  r->thread = std::thread([fd = std::move(fd), bytes, state = conns.state, rank,
+                           name = seg.name()] {
+    const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
+    if (rc != 0 && state) {
+      state->fail(error_ptr(
+          ErrorKind::Io,
+          "cannot reserve " + std::to_string(bytes) +
+              " bytes of shared memory for the shrunk group (sized by "
+              "JACCL_SHM_BUDGET; is /dev/shm or memory full?)",
+          {.rank = rank, .address = "memfd:" + name, .sys_errno = rc}));
+    }
+  });
+  return r;
+}
+
+// The quick path of a shrink's set-up (quick_shrink): the creator makes
+// and initializes the memfd and sends its pid, the memfd's number and the
+// nonce to the members (conns.broadcast); each opens the memfd through
+// /proc/<creator>/fd (same uid, pid namespace and kernel; the kernel checks
+// we may). Nobody waits for anybody else: the shrink's commit agreement,
+// which follows, tells whether every member mapped it (a member that could
+// not fails its set-up; the shrink then tries again with the hand-over
+// through the creator's socket, the four gathers above). The creator keeps
+// the memfd's descriptor as long as the group: a member may still be
+// opening it when the creator is done.
+std::optional<ShmChannel> quick_setup(const Config& cfg,
+                                      const ControlBlock& conns,
+                                      const std::vector<int>& members,
+                                      const ShmHeaderInit& init) {
+  const int rank = cfg.get_rank();
+  const int size = static_cast<int>(members.size());
+  const int me = static_cast<int>(
+      std::find(members.begin(), members.end(), rank) - members.begin());
+  Setup s{nullptr, members, rank, members.front(), false, {}, {}};
+  const bool creator = rank == s.creator;
+  s.layout = ShmLayout::for_budget(size, cfg.get_shm_budget() << 20);
+  s.host_cpus = std::max(conns.host_cpus, 1);
+  ShmSegment seg;
+  SetupMsg w = s.blank(1);
+  if (creator) {
+    try {
+      const std::string bad = cfg.shm_invalid_reason();
+      if (!bad.empty()) {
+        raise(ErrorKind::Config, bad, {.rank = rank});
+      }
+      random_bytes(w.nonce, sizeof(w.nonce));
+      const std::string name = "jaccl-" + to_hex(w.nonce, sizeof(w.nonce));
+      // Its pages are reserved once the members have the message (below):
+      // tens of ms for tens of MiB, which they need not wait for.
+      seg = ShmSegment::create_anonymous(
+          name, s.layout.total(), rank,
+          std::min<size_t>(s.layout.reserved(), size_t(4) << 10));
+      ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
+                               init.chunk_bytes);
+      w.seg_fd = seg.fd();
+    } catch (...) {
+      s.error = std::current_exception();
+      w = s.blank(1);
+    }
+    w.pid = static_cast<int32_t>(::getpid());
+    w.uid = static_cast<uint32_t>(::geteuid());
+    w.pid_ns = pid_namespace();
+  }
+  const std::string got = conns.broadcast(
+      std::string_view(reinterpret_cast<const char*>(&w), sizeof(w)),
+      s.creator);
+  if (got.size() != sizeof(SetupMsg)) {
+    raise(ErrorKind::Protocol,
+          "shared-memory set-up: the creator's message has " +
+              std::to_string(got.size()) + " bytes, " +
+              std::to_string(sizeof(SetupMsg)) + " expected",
+          {.rank = rank, .peer = s.creator});
+  }
+  std::shared_ptr<void> keep;
+  if (creator && !s.error) {
+    keep = reserve_behind(seg, s.layout.reserved(), conns, rank);
+  }
+  std::memcpy(&w, got.data(), sizeof(w));
+  w.what[sizeof(w.what) - 1] = '\0';
+  if (w.magic != kSetupMagic || w.phase != 1) {
+    raise(ErrorKind::Protocol, "shared-memory set-up message out of step",
+          {.rank = rank, .peer = s.creator});
+  }
+  const auto n = static_cast<size_t>(cfg.get_size());
+  s.first.assign(n, s.blank(1));
+  s.first[static_cast<size_t>(s.creator)] = w;
+  std::vector<SetupMsg> last(n, s.blank(1));
+  last[static_cast<size_t>(s.creator)] = w;
+  s.raise_first_failure(last);
+  s.name = "jaccl-" + to_hex(w.nonce, sizeof(w.nonce));
+  if (!creator && !map_from_proc(s, seg)) {
+    raise(ErrorKind::Io,
+          "cannot open the shared-memory segment of " + rank_ref(s.creator) +
+              " through /proc/" + std::to_string(w.pid) + "/fd",
+          {.rank = rank, .peer = s.creator});
+  }
+  return finish(cfg, s, me, std::move(seg), true, conns, std::move(keep));
 }
 
 }  // namespace
@@ -305,15 +434,9 @@ int first_nonlocal(const std::vector<TcpCard>& cards, int me) {
 //      published, then a named segment is unlinked by everyone.
 // A memfd has no name, so a SIGKILL at any moment leaves nothing behind;
 // only the named fallback has a window (phases 3-4) where it could.
-// A shrink's set-up (the group's monitor comes later: it takes the
-// parent's control connections over, MonitorSlot), when the cards show one
-// network namespace on one kernel for the whole group, takes two rounds of
-// every process instead of four gathers and a hand-over (at 64 ranks on a
-// few cores those rounds were most of a shrink's set-up; init keeps the
-// phases above): the creator makes the memfd before the first gather, the
-// others open it through /proc/<creator>/fd right after it, and the second
-// gather ends the set-up (the socket serves whoever could not open it,
-// before a third).
+// A shrink's first attempt on one kernel, IPC, pid and network namespace
+// (quick_setup) takes one message from the creator instead (at 64 ranks on
+// a few cores every round of every process was tens of ms).
 std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                                     const ControlBlock& conns,
                                     const std::vector<int>& members,
@@ -326,7 +449,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     raise(ErrorKind::Internal, "this rank is not among its host's members",
           {.rank = rank});
   }
-  Setup s{sc, members, rank, members.front(), size == 1, {}, {}};
+  Setup s{&sc, members, rank, members.front(), size == 1, {}, {}};
   const bool creator = rank == s.creator;
   const FailureState* state = conns.state.get();
   Fd listener;
@@ -334,7 +457,9 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   ShmSegment seg;
   bool use_memfd = false;
   bool named = false;  // a /dev/shm name may exist: unlink on every exit
-  const bool direct = quick_shrink(conns);
+  if (quick_shrink(conns) && size > 1) {
+    return quick_setup(cfg, conns, members, init);
+  }
 
   SetupMsg w = s.blank(1);
   random_bytes(w.nonce, sizeof(w.nonce));
@@ -358,20 +483,13 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
       JACCL_LOG(Info, "rank " << rank << ": no shared-memory hand-off socket ("
                               << e.what() << ")");
     }
-    if (direct && listener.valid() && !s.alone) {
-      seg = ShmSegment::create_anonymous(name, s.layout.total(), rank,
-                                         s.layout.reserved());
-      ShmChannel::init_segment(seg.data(), s.layout, init.strategy,
-                               init.chunk_bytes);
-    }
   });
   w = [&] {
     SetupMsg x = s.blank(1);
     std::memcpy(x.nonce, w.nonce, sizeof(x.nonce));
     std::memcpy(x.secret, w.secret, sizeof(x.secret));
     x.listening = listener.valid() ? 1 : 0;
-    x.reach = !creator || s.alone || seg.data() != nullptr ? 1 : 0;
-    x.seg_fd = seg.data() != nullptr ? seg.fd() : -1;
+    x.seg_fd = -1;
     x.pid = static_cast<int32_t>(::getpid());
     x.uid = static_cast<uint32_t>(::geteuid());
     x.pid_ns = pid_namespace();
@@ -394,57 +512,6 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;
     std::memcpy(secret.data(), head.secret, secret.size());
-    const bool at_once =
-        direct && std::all_of(s.first.begin(), s.first.end(),
-                              [](const SetupMsg& f) { return f.reach != 0; });
-    if (at_once) {
-      // Each member opens the memfd through /proc; the socket serves those
-      // that could not (reach 0 in the second gather), in a third.
-      use_memfd = true;
-      bool mapped = creator;
-      s.step([&] {
-        mapped = creator || map_from_proc(s, seg);
-        if (!mapped) {
-          JACCL_LOG(Debug, "rank " << rank << ": cannot open @" << s.name
-                                   << " through /proc; the socket hands it "
-                                      "over");
-        }
-      });
-      SetupMsg m = s.blank(4);
-      m.reach = mapped ? 1 : 0;
-      auto last = s.gather(m);
-      // Decided on the whole job's gather, so every host runs as many.
-      std::vector<int> need;  // this host's members to serve
-      bool failed = false, any_need = false;
-      for (size_t r = 0; r < last.size(); ++r) {
-        failed = failed || last[r].failed != 0;
-        if (last[r].reach == 0 && last[r].failed == 0) {
-          any_need = true;
-          if (std::find(members.begin(), members.end(), static_cast<int>(r)) !=
-              members.end()) {
-            need.push_back(static_cast<int>(r));
-          }
-        }
-      }
-      if (any_need && !failed) {
-        s.step([&] {
-          if ((creator && !need.empty()) || !mapped) {
-            hand_over(cfg, s, creator, listener.get(), conn, seg, secret, state,
-                      need);
-          }
-        });
-        last = s.gather(s.blank(5));
-      }
-      listener.reset();
-      conn = HandoffConn{};
-      if (creator) {
-        seg.close_fd();
-      }
-      s.raise_first_failure(last);
-      return finish(cfg, s, me, std::move(seg), true, conns);
-    }
-    seg = ShmSegment{};  // made for the direct hand-over, which is off
-
     // Phase 2: can every member reach the creator's socket?
     s.step([&] {
       if (!creator && head.listening != 0) {

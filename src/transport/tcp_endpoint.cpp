@@ -58,12 +58,20 @@ class TcpLink final : public Link {
  public:
   // sndbuf: the SO_SNDBUF the set-up gave the socket (0: autotuned, left
   // alone).
-  TcpLink(Fd fd, int rank, int peer, int sndbuf)
+  TcpLink(Fd fd, int rank, int peer, int sndbuf,
+          std::shared_ptr<WireCount> count)
       : fd_(std::move(fd)),
         rank_(rank),
         peer_(peer),
         cap_(static_cast<size_t>(std::max(sndbuf, 0))),
-        sndbuf_(cap_) {}
+        sndbuf_(cap_),
+        count_(std::move(count)) {
+    if (cap_ != 0) {
+      // A socket taken over from a shrunk group's parent may have been
+      // left at another size.
+      set_send_buffer(fd_.get(), static_cast<int>(cap_));
+    }
+  }
 
   void post_send(Msg& m) override {
     if (cap_ != 0) {
@@ -111,6 +119,7 @@ class TcpLink final : public Link {
         return;
       }
       m->hdr_done += n > 0 ? static_cast<size_t>(n) : 0;
+      counted(n, true);
     }
   }
 
@@ -216,6 +225,7 @@ class TcpLink final : public Link {
               {.rank = rank_, .peer = peer_});
       }
       moved = moved || got > 0;
+      counted(got, is_send);
       const auto n = static_cast<size_t>(got);
       account(q, std::min(n, want), is_send);
       if (n > want) {
@@ -231,6 +241,13 @@ class TcpLink final : public Link {
       }
     }
     return moved;
+  }
+
+  void counted(ssize_t n, bool is_send) {
+    if (count_ && n > 0) {
+      (is_send ? count_->sent : count_->received)
+          .fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    }
   }
 
   static void account(MsgQueue& q, size_t n, bool is_send) {
@@ -269,6 +286,7 @@ class TcpLink final : public Link {
   int peer_;
   size_t cap_;     // the set-up's SO_SNDBUF (0: not ours to change)
   size_t sndbuf_;  // the SO_SNDBUF set now
+  std::shared_ptr<WireCount> count_;  // may be null
   MsgQueue sends_;
   MsgQueue recvs_;
   // Bytes of the stream read past the posted receives, for the next ones
@@ -280,8 +298,10 @@ class TcpLink final : public Link {
 
 }  // namespace
 
-std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer, int sndbuf) {
-  return std::make_unique<TcpLink>(std::move(fd), rank, peer, sndbuf);
+std::unique_ptr<Link> make_tcp_link(Fd fd, int rank, int peer, int sndbuf,
+                                    std::shared_ptr<WireCount> count) {
+  return std::make_unique<TcpLink>(std::move(fd), rank, peer, sndbuf,
+                                   std::move(count));
 }
 
 Network make_tcp_network(ControlBlock conns) {
@@ -296,6 +316,13 @@ Network make_tcp_network(ControlBlock conns) {
   net.host_ranks = conns.host_ranks;
   net.host_cpus = conns.host_cpus;
   net.links.resize(conns.wires.size());
+  WireBank* bank = conns.bank.get();
+  if (bank != nullptr) {
+    bank->fds.assign(conns.wires.size(), {});
+    bank->counts.assign(conns.wires.size(), {});
+    bank->send_buffer = conns.send_buffer;
+    bank->send_buffer.resize(conns.wires.size(), 0);
+  }
   auto who = [&](int member) {
     return conns.names.empty() ? member
                                : conns.names[static_cast<size_t>(member)];
@@ -303,8 +330,15 @@ Network make_tcp_network(ControlBlock conns) {
   for (size_t p = 0; p < conns.wires.size(); ++p) {
     const int sndbuf = p < conns.send_buffer.size() ? conns.send_buffer[p] : 0;
     for (Fd& fd : conns.wires[p]) {
+      std::shared_ptr<WireCount> count;
+      if (bank != nullptr) {
+        count = std::make_shared<WireCount>();
+        bank->fds[p].push_back(fd.get());
+        bank->counts[p].push_back(count);
+      }
       net.links[p].push_back(make_tcp_link(std::move(fd), who(conns.rank),
-                                           who(static_cast<int>(p)), sndbuf));
+                                           who(static_cast<int>(p)), sndbuf,
+                                           std::move(count)));
     }
   }
   return net;

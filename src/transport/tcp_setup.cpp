@@ -404,6 +404,7 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
     // A shrink: no monitor to start, and its caller's barrier (or shared
     // memory's gathers) and commit follow; one round of every process less.
     st.conns.keepalive = std::move(later);
+    st.conns.shrink = true;
     return std::move(st.conns);
   }
   sc.barrier();  // every rank is connected

@@ -8,6 +8,7 @@
 // bound hangs; nothing asserts a duration.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -502,6 +503,54 @@ INSTANTIATE_TEST_SUITE_P(Planes, ElasticKill, ::testing::ValuesIn(kill_cases()),
                          [](const auto& info) {
                            return case_name(info.param);
                          });
+
+// A one-host shm shrink first opens the creator's memfd through
+// /proc/<pid>/fd; a member that cannot (here: rank 1 runs in a pid
+// namespace of its own, where the creator's pid means nothing) fails that
+// attempt, and the survivors shrink again as init does (the segment handed
+// over through the creator's socket), with every op right.
+TEST(ElasticShmFallback, MemberThatCannotOpenThroughProcGetsTheSocket) {
+  if (::access("/usr/bin/unshare", X_OK) != 0 || ::geteuid() != 0)
+    GTEST_SKIP() << "needs root and unshare(1) for a pid namespace";
+  const int n = 4;
+  const int port = jaccl::test::free_loopback_port();
+  auto env = [&](int r) {
+    Env e = jaccl::test::coordinator_rank_env(r, n, port, "auto");
+    e["JACCL_TIMEOUT"] = std::to_string(20 * jaccl::test::slowdown());
+    e["JACCL_OP_TIMEOUT"] = std::to_string(60 * jaccl::test::slowdown());
+    e["ELASTIC_OP"] = "all_sum";
+    e["ELASTIC_VICTIMS"] = "3";
+    e["ELASTIC_SEED"] = "21";
+    e["JACCL_LOG"] = "info";
+    e["ELASTIC_UNSHARE"] = r == 1 ? "1" : "0";
+    return e;
+  };
+  // sh -c SCRIPT WORKER kill: $0 is the worker, $@ its mode.
+  Job job = Job::start(
+      "/bin/sh",
+      {"-c",
+       "if [ \"$ELASTIC_UNSHARE\" = 1 ]; then exec /usr/bin/unshare -p -f "
+       "\"$0\" \"$@\"; else exec \"$0\" \"$@\"; fi",
+       worker(), "kill"},
+      n, env);
+  auto rs = job.wait(120s * jaccl::test::slowdown());
+  const std::string all = all_output(rs);
+  EXPECT_EQ(rs[3].term_signal, SIGKILL) << all;
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane("shm", rs[r].output)) << "rank " << r << "\n" << all;
+    EXPECT_EQ(line_of(rs[r].output, "VERIFIED ").rfind("VERIFIED 3 shm", 0), 0u)
+        << "rank " << r << "\n"
+        << all;
+    EXPECT_EQ(line_of(rs[r].output, "SEGMENTS "), "SEGMENTS 1")
+        << "rank " << r << "\n"
+        << all;
+  }
+  EXPECT_NE(all.find("cannot open the shared-memory segment"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("trying again as init does"), std::string::npos) << all;
+}
 
 // A stopped rank is left out; woken, it reads that it was excluded, and the
 // survivors' new group keeps giving right results.
