@@ -133,7 +133,9 @@ def render(res):
              "survivors, gathers its set-up over their control connections "
              "(through the first survivor) and then takes those connections "
              "over; on shared memory it plans from the old group's cards "
-             "and sets up a new segment in two rounds (the survivors open "
-             "its memfd through /proc), over TCP it connects new data "
-             "connections.")
+             "and sets up a new segment from one message of its creator "
+             "(the survivors open its memfd through /proc), over TCP it "
+             "takes the survivors' data connections over (each end drops "
+             "what is left of the failed operation) and dials only wires "
+             "the new plan adds.")
     return L
