@@ -25,6 +25,12 @@ namespace jaccl::detail {
 
 namespace {
 
+// Where rank stands among its host's members (members.size(): nowhere).
+int member_index(const std::vector<int>& members, int rank) {
+  return static_cast<int>(std::find(members.begin(), members.end(), rank) -
+                          members.begin());
+}
+
 uint64_t pid_namespace() {
   struct stat st {};
   return ::stat("/proc/self/ns/pid", &st) == 0 ? st.st_ino : 0;
@@ -344,8 +350,7 @@ std::optional<ShmChannel> quick_setup(const Config& cfg,
                                       const ShmHeaderInit& init) {
   const int rank = cfg.get_rank();
   const int size = static_cast<int>(members.size());
-  const int me = static_cast<int>(
-      std::find(members.begin(), members.end(), rank) - members.begin());
+  const int me = member_index(members, rank);
   Setup s{nullptr, members, rank, members.front(), false, {}, {}};
   const bool creator = rank == s.creator;
   s.layout = ShmLayout::for_budget(size, cfg.get_shm_budget() << 20);
@@ -443,8 +448,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
                                     const ShmHeaderInit& init) {
   const int rank = cfg.get_rank();
   const int size = static_cast<int>(members.size());
-  const int me = static_cast<int>(
-      std::find(members.begin(), members.end(), rank) - members.begin());
+  const int me = member_index(members, rank);
   if (me == size) {
     raise(ErrorKind::Internal, "this rank is not among its host's members",
           {.rank = rank});
