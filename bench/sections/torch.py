@@ -108,12 +108,12 @@ def run(ctx):
     mb = ctx["exe"].get("memcpy_bench")
     if mb and os.path.exists(mb):
         res["memcpy_at"] = {}
-        for mib in compare.MEMCPY_MIB:
-            out, _, _ = runner(compare.RT + [mb, str(mib), "10" if ctx["quick"]
+        for arg, b in compare.MEMCPY_SIZES:
+            out, _, _ = runner(compare.RT + [mb, arg, "10" if ctx["quick"]
                                              else "30"])
             line = compare.json_lines(out)
             if line:
-                res["memcpy_at"][str(mib << 20)] = line[0]
+                res["memcpy_at"][str(b)] = line[0]
     reps = max(3, min(ctx["reps"], 7))
     for n in (2, 4):
         log(f"== torch section: {n} ranks")
