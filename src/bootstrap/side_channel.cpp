@@ -25,12 +25,14 @@ const char* verb(const std::vector<int>& ranks, const char* one,
 }
 
 constexpr uint64_t kFrameMagic = 0x4d52464c4343414aull;  // "JACCLFRM"
-constexpr uint16_t kFrameVersion = 1;
+// 2: a payload past the frame's inline part follows with no header, and
+// frames shrink past SideChannel::kFullFrameRanks (version 1 framed it).
+constexpr uint16_t kFrameVersion = 2;
 
 struct Header {
   uint64_t magic;
   uint16_t version;
-  uint16_t phase;  // 1: fixed frame, 2: large payload
+  uint16_t phase;  // 1 (version 1's large payloads had frames of phase 2)
   uint32_t reserved;
   uint64_t seq;
   uint64_t n_bytes;
@@ -157,7 +159,8 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
 }
 
 void SideChannel::check_frames(const char* frames, size_t stride,
-                               uint64_t n_bytes, uint16_t phase) {
+                               uint64_t n_bytes) {
+  constexpr uint16_t phase = 1;
   ErrorContext ctx{.rank = rank_};
   std::string call = "side-channel call #" + std::to_string(seq_) + " (" +
                      description_ + "): ";
@@ -283,7 +286,7 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
               size_,       fingerprint_,  instance_};
 
   const size_t frame_size = frame_bytes(size_);
-  const size_t inline_max = frame_size - kHeaderBytes;
+  const size_t inline_max = inline_bytes();
   std::vector<char> frame(frame_size, 0);
   char* frames = gathered(frame_size * P);
   std::memcpy(frame.data(), &mine, sizeof(mine));
@@ -291,7 +294,7 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
     std::memcpy(frame.data() + kHeaderBytes, src, n);
   }
   raw_call(frame.data(), frames, frame_size);
-  check_frames(frames, frame_size, n, 1);
+  check_frames(frames, frame_size, n);
 
   char* out = static_cast<char*>(dst);
   if (n <= inline_max) {

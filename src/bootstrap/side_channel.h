@@ -120,8 +120,7 @@ class SideChannel {
   // zeroed, faulted in, unmapped, by every rank) cost more than any
   // transport.
   char* gathered(size_t bytes);
-  void check_frames(const char* frames, size_t stride, uint64_t n_bytes,
-                    uint16_t phase);
+  void check_frames(const char* frames, size_t stride, uint64_t n_bytes);
 
   int rank_;
   int size_;

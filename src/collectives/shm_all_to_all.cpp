@@ -48,13 +48,10 @@ namespace {
 
 constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached, staged
 // all_to_allv's blocks that ride behind the counts stage with streaming
-// stores from this size: 2-rank uniform all_to_allv of 16 and 64 KiB went
-// from 5.0-10.5 and 50-85 us to 2.3 and 4.9-5.0 us (min-median of 5
-// alternating runs, load 10; 4 ranks level or better), where cached
-// stores into the lines the peer read at the last call crawled. Not for
-// all_to_all's small rounds: there, streaming was slower (2 ranks 16 KiB
-// 1.4 -> 2.1 us; 4 ranks 2-4x, two ranks sharing a core read the staged
-// lines from memory instead of their cache).
+// stores from this size: cached stores into the lines the peer read at the
+// last call crawled. Not for all_to_all's small rounds, where two ranks
+// sharing a core would read the staged lines from memory instead of their
+// cache (both measured: BENCHMARKS.md, History).
 constexpr size_t kRideStreamBytes = 4096;
 // Direct reads are a way from blocks of this size (on average over a
 // rank's input, by size class: the same ways for every call of a class):

@@ -210,10 +210,7 @@ class ShmTuner {
     const double per_byte =
         static_cast<double>(slowest_ns) / static_cast<double>(done_.bytes | 1);
     const auto w = static_cast<size_t>(done_.pick);
-    c.low[w] = c.samples[w] == 0 ? per_byte : std::min(c.low[w], per_byte);
-    c.high[w] = c.samples[w] == 0 ? per_byte : std::max(c.high[w], per_byte);
-    c.best[w] =
-        c.high[w] <= kAlike * c.low[w] ? (c.low[w] + c.high[w]) / 2 : c.low[w];
+    c.best[w] = per_byte;
     ++c.samples[w];
     uint32_t taken = 0;
     for (int w = 0; w < c.ways; ++w)
@@ -267,16 +264,11 @@ class ShmTuner {
 
  private:
   static constexpr size_t kClasses = 48;
-  // Two trials of a way within this factor are alike (their mean counts);
-  // further apart, the slower one was disturbed (the lower counts). One
-  // trial per way now; kept for a way measured twice.
-  static constexpr double kAlike = 1.5;
   struct Class {
     uint32_t calls = 0;
-    int ways = kStoreWays;  // fixed by the first call
-    std::array<uint32_t, kShmWays> samples{};
-    std::array<double, kShmWays> low{}, high{};  // ns per byte
-    std::array<double, kShmWays> best{};         // the estimate (see kAlike)
+    int ways = kStoreWays;                     // fixed by the first call
+    std::array<uint32_t, kShmWays> samples{};  // timed trials: 0 or 1
+    std::array<double, kShmWays> best{};       // the trial's ns per byte
   };
   // The measured way with the lowest time per byte (ties: the lower index);
   // `fallback` if none is measured yet.

@@ -62,9 +62,9 @@ struct ControlBlock {
   std::shared_ptr<LivenessMonitor> monitor;
   // Every member's card from the set-up (a shrink may plan from them).
   std::shared_ptr<const std::vector<TcpCard>> cards;
-  // When set, make_tcp_network keeps a second descriptor of every data
-  // socket there, with the link's byte counts, so that a shrunk group can
-  // take the surviving connections over (transport/tcp_reuse.h).
+  // When set, make_tcp_network records every data socket's number there,
+  // with the link's byte counts, so that a shrunk group can take the
+  // surviving connections over (transport/tcp_reuse.h).
   std::shared_ptr<WireBank> bank;
   // A shrink's set-up (the group's monitor comes later, taking its
   // parent's control connections over; group/shrink.cpp).
