@@ -148,6 +148,30 @@ std::vector<py::ssize_t> shape_of(const py::array& a) {
   return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
 }
 
+// The shape of `size` inputs stacked along axis 0 (a 0-d input: a vector).
+std::vector<py::ssize_t> stacked_shape(const py::array& a, int size) {
+  auto shape = shape_of(a);
+  if (shape.empty()) {
+    shape.push_back(size);
+  } else {
+    shape[0] *= size;
+  }
+  return shape;
+}
+
+// a's shape, after checking that axis 0 splits into `size` equal parts.
+std::vector<py::ssize_t> splittable_shape(const py::array& a, int size,
+                                          const char* fn) {
+  auto shape = shape_of(a);
+  if (shape.empty() || shape[0] % size != 0) {
+    usage(std::string(fn) + ": the input's first axis (" +
+          (shape.empty() ? std::string("none: a 0-d array")
+                         : std::to_string(shape[0])) +
+          ") must be divisible by the group size " + std::to_string(size));
+  }
+  return shape;
+}
+
 // A new C-contiguous array of a's dtype and shape, made by numpy from a's
 // shape directly (py::array's constructor copies it into two vectors).
 py::array empty_like(const py::array& a) {
@@ -265,12 +289,7 @@ py::object gather(const py::object& x, int root, const py::object& group) {
   py::array in = as_array(x, "gather");
   jaccl_dtype(in.dtype(), py::none(), "gather");
   const bool me_root = g->rank() == root;
-  auto shape = shape_of(in);
-  if (shape.empty()) {
-    shape.push_back(g->size());
-  } else {
-    shape[0] *= g->size();
-  }
+  auto shape = stacked_shape(in, g->size());
   py::array out(in.dtype(), me_root ? shape : std::vector<py::ssize_t>{0});
   const size_t n = nbytes(in);
   const void* src = in.data();
@@ -284,13 +303,7 @@ py::array scatter(const py::object& x, int root, const py::object& group) {
   check_peer(*g, root, "scatter", "root", true);
   py::array in = as_array(x, "scatter");
   jaccl_dtype(in.dtype(), py::none(), "scatter");
-  auto shape = shape_of(in);
-  if (shape.empty() || shape[0] % g->size() != 0) {
-    usage("scatter: the input's first axis (" +
-          (shape.empty() ? std::string("none: a 0-d array")
-                         : std::to_string(shape[0])) +
-          ") must be divisible by the group size " + std::to_string(g->size()));
-  }
+  auto shape = splittable_shape(in, g->size(), "scatter");
   shape[0] /= g->size();
   py::array out(in.dtype(), shape);
   const size_t n = nbytes(out);
@@ -304,12 +317,7 @@ py::array all_gather(const py::object& x, const py::object& group) {
   auto g = resolve_group(group);
   py::array in = as_array(x, "all_gather");
   jaccl_dtype(in.dtype(), py::none(), "all_gather");
-  auto shape = shape_of(in);
-  if (shape.empty()) {
-    shape.push_back(g->size());
-  } else {
-    shape[0] *= g->size();
-  }
+  auto shape = stacked_shape(in, g->size());
   py::array out(in.dtype(), shape);
   size_t n = nbytes(in);
   if (n == 0) {
@@ -326,13 +334,7 @@ py::array sum_scatter(const py::object& x, const py::object& group,
   auto g = resolve_group(group);
   py::array in = as_array(x, "sum_scatter");
   int dt = jaccl_dtype(in.dtype(), dtype, "sum_scatter");
-  auto shape = shape_of(in);
-  if (shape.empty() || shape[0] % g->size() != 0) {
-    usage("sum_scatter: the input's first axis (" +
-          (shape.empty() ? std::string("none: a 0-d array")
-                         : std::to_string(shape[0])) +
-          ") must be divisible by the group size " + std::to_string(g->size()));
-  }
+  auto shape = splittable_shape(in, g->size(), "sum_scatter");
   shape[0] /= g->size();
   py::array out(in.dtype(), shape);
   size_t n = nbytes(out);
@@ -437,13 +439,7 @@ py::array all_to_all(const py::object& x, const py::object& group) {
   auto g = resolve_group(group);
   py::array in = as_array(x, "all_to_all");
   jaccl_dtype(in.dtype(), py::none(), "all_to_all");
-  auto shape = shape_of(in);
-  if (shape.empty() || shape[0] % g->size() != 0) {
-    usage("all_to_all: the input's first axis (" +
-          (shape.empty() ? std::string("none: a 0-d array")
-                         : std::to_string(shape[0])) +
-          ") must be divisible by the group size " + std::to_string(g->size()));
-  }
+  auto shape = splittable_shape(in, g->size(), "all_to_all");
   py::array out(in.dtype(), shape);
   const size_t n = nbytes(in) / static_cast<size_t>(g->size());
   if (n == 0) {
