@@ -366,38 +366,6 @@ using Kernel = void (*)(void*, const void*, const void*, size_t);
 
 constexpr int kNumDtypes = Complex64 + 1;
 
-template <class Op>
-constexpr Kernel numeric_kernel(int dtype) {
-  switch (dtype) {
-    case Int8:
-      return kernel<Plain<int8_t>, Op>;
-    case Int16:
-      return kernel<Plain<int16_t>, Op>;
-    case Int32:
-      return kernel<Plain<int32_t>, Op>;
-    case Int64:
-      return kernel<Plain<int64_t>, Op>;
-    case UInt8:
-      return kernel<Plain<uint8_t>, Op>;
-    case UInt16:
-      return kernel<Plain<uint16_t>, Op>;
-    case UInt32:
-      return kernel<Plain<uint32_t>, Op>;
-    case UInt64:
-      return kernel<Plain<uint64_t>, Op>;
-    case Float16:
-      return blocked_kernel<HalfCodec, Op>;
-    case BFloat16:
-      return blocked_kernel<BFloat16Codec, Op>;
-    case Float32:
-      return kernel<Plain<float>, Op>;
-    case Float64:
-      return kernel<Plain<double>, Op>;
-    default:
-      return nullptr;
-  }
-}
-
 // Integer dtypes only (the bitwise ops).
 template <class Op>
 constexpr Kernel integer_kernel(int dtype) {
@@ -420,6 +388,23 @@ constexpr Kernel integer_kernel(int dtype) {
       return kernel<Plain<uint64_t>, Op>;
     default:
       return nullptr;
+  }
+}
+
+// Every dtype but complex64 (the integer ones, and the floats).
+template <class Op>
+constexpr Kernel numeric_kernel(int dtype) {
+  switch (dtype) {
+    case Float16:
+      return blocked_kernel<HalfCodec, Op>;
+    case BFloat16:
+      return blocked_kernel<BFloat16Codec, Op>;
+    case Float32:
+      return kernel<Plain<float>, Op>;
+    case Float64:
+      return kernel<Plain<double>, Op>;
+    default:
+      return integer_kernel<Op>(dtype);
   }
 }
 
