@@ -24,6 +24,34 @@ inline void copy_bytes(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
 }
 
+#if defined(__x86_64__)
+// The first `body` bytes (a multiple of 64), a line per step through 16-byte
+// loads and ordinary (Stream false) or non-temporal (true; dst 16-aligned)
+// stores.
+template <bool Stream>
+inline void copy_lines(char* d, const char* s, size_t body) {
+  for (size_t i = 0; i < body; i += 64) {
+    auto* from = reinterpret_cast<const __m128i*>(s + i);
+    auto* to = reinterpret_cast<__m128i*>(d + i);
+    __m128i a = _mm_loadu_si128(from);
+    __m128i b = _mm_loadu_si128(from + 1);
+    __m128i c = _mm_loadu_si128(from + 2);
+    __m128i e = _mm_loadu_si128(from + 3);
+    if constexpr (Stream) {
+      _mm_stream_si128(to, a);
+      _mm_stream_si128(to + 1, b);
+      _mm_stream_si128(to + 2, c);
+      _mm_stream_si128(to + 3, e);
+    } else {
+      _mm_storeu_si128(to, a);
+      _mm_storeu_si128(to + 1, b);
+      _mm_storeu_si128(to + 2, c);
+      _mm_storeu_si128(to + 3, e);
+    }
+  }
+}
+#endif
+
 // A temporal copy for the shared-memory data planes' bulk copies (staging,
 // the last hop into the caller's buffer), instead of memcpy. glibc's memcpy
 // uses `rep movsb` from a few KiB up to the L2 size when the CPU reports
@@ -41,18 +69,7 @@ inline void cached_copy(void* dst, const void* src, size_t n) {
   auto* d = static_cast<char*>(dst);
   auto* s = static_cast<const char*>(src);
   const size_t body = n & ~size_t(63);
-  for (size_t i = 0; i < body; i += 64) {
-    auto* from = reinterpret_cast<const __m128i*>(s + i);
-    auto* to = reinterpret_cast<__m128i*>(d + i);
-    __m128i a = _mm_loadu_si128(from);
-    __m128i b = _mm_loadu_si128(from + 1);
-    __m128i c = _mm_loadu_si128(from + 2);
-    __m128i e = _mm_loadu_si128(from + 3);
-    _mm_storeu_si128(to, a);
-    _mm_storeu_si128(to + 1, b);
-    _mm_storeu_si128(to + 2, c);
-    _mm_storeu_si128(to + 3, e);
-  }
+  copy_lines<false>(d, s, body);
   if (n != body)
     std::memcpy(d + body, s + body, n - body);
 #else
@@ -75,18 +92,7 @@ inline void stream_copy(void* dst, const void* src, size_t n) {
   s += head;
   n -= head;
   const size_t body = n & ~size_t(63);
-  for (size_t i = 0; i < body; i += 64) {
-    auto* from = reinterpret_cast<const __m128i*>(s + i);
-    auto* to = reinterpret_cast<__m128i*>(d + i);
-    __m128i a = _mm_loadu_si128(from);
-    __m128i b = _mm_loadu_si128(from + 1);
-    __m128i c = _mm_loadu_si128(from + 2);
-    __m128i e = _mm_loadu_si128(from + 3);
-    _mm_stream_si128(to, a);
-    _mm_stream_si128(to + 1, b);
-    _mm_stream_si128(to + 2, c);
-    _mm_stream_si128(to + 3, e);
-  }
+  copy_lines<true>(d, s, body);
   if (n != body)
     std::memcpy(d + body, s + body, n - body);
   _mm_sfence();
