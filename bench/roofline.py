@@ -51,7 +51,8 @@ MODEL = [
     "the ranks' times / C): 4 ranks on 2 cores get half a core each). "
     "memcpy is the single-core rate at the message's size (the smallest "
     "measured buffer >= S), capped at the all-cores aggregate / cores in "
-    "use (memory bandwidth shared).",
+    "use (memory bandwidth shared); with k ranks a core, every rate is "
+    "read at k x S (k ranks' buffers share that core's caches).",
     "- *latency floor* (small sizes; best batches, not medians): shm one "
     "cross-core cache-line handoff (`memcpy_bench handoff`), or, with more "
     "ranks than cores, one switch per rank sharing a core (ranks/core x the "
@@ -170,10 +171,20 @@ def xcore_costs(c, b, n, m):
     return f / w + (1 - f) / m, f / r + (1 - f) / m
 
 
+def working_size(c, b, n):
+    """The buffer size whose memcpy_bench figures judge a message of b
+    bytes at n ranks: a rank's buffers (input and output, each at most b)
+    occupy what a memcpy of b does (source and destination), and k ranks
+    sharing a core put k times that in its caches, so the rates are read at
+    k x b (all_sum at 4 ranks on 2 cores and 4 MiB: the 8 MiB figures)."""
+    return b * math.ceil(n / cores(c))
+
+
 def _shm_rank_times(op, n, b, c, pattern):
-    m = mem_rate(c, b, n)
-    x = cma_rate(c, b)
-    cw, cr = xcore_costs(c, b, n, m)
+    w = working_size(c, b, n)
+    m = mem_rate(c, w, n)
+    x = cma_rate(c, w)
+    cw, cr = xcore_costs(c, w, n, m)
     loc = 1 / (2 * m)  # a local read, or a local write, per byte
     rx, wx = cr - loc, cw - loc  # reading / writing across cores
     cma = (1 / x) if x else float("inf")
