@@ -115,6 +115,14 @@ class OfiLink final : public Link {
       }
       throw;
     }
+    // Nothing new is posted on a failed group. Besides being pointless, a
+    // receive posted after a peer's connection closed may match that peer's
+    // unexpected rendezvous message, and libfabric 1.17's rxm then reads
+    // through the closed connection's null endpoint (SIGSEGV; seen in a
+    // SIGSTOPped rank woken after the others excluded it).
+    if (state_ && state_->failed()) {
+      state_->throw_if_failed();
+    }
     moved |= issue_sends();
     moved |= issue_recvs();
     moved |= reap_sends();
