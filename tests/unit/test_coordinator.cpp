@@ -467,6 +467,45 @@ TEST(CoordinatorInit, WorkerAloneTimesOutNamingTheCoordinator) {
   EXPECT_THROW(fn("x", out, 1), TimeoutError);  // poisoned, not retried
 }
 
+// Thread-ranks of one process share a lobby while the coordinator is not
+// up: one probes, the others wait for it, and all of them dial once a probe
+// gets through.
+TEST(CoordinatorLobby, ThreadRanksStartedBeforeRankZeroAllConnect) {
+  const int n = 48;
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  std::vector<StarThread> ranks(n);
+  for (int r = 1; r < n; ++r) {
+    ranks[r].start({r, n, a, "", Millis(30000)}, {static_cast<char>(r)});
+  }
+  std::this_thread::sleep_for(300ms);  // they find nobody listening
+  ranks[0].start({0, n, a, "", Millis(30000)}, {0});
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(ranks[r].join(), "") << "rank " << r;
+    for (int q = 0; q < n; ++q) {
+      ASSERT_EQ(ranks[r].out[q], static_cast<char>(q)) << r << " " << q;
+    }
+  }
+}
+
+TEST(CoordinatorLobby, ARankGivingUpHandsTheProbeOn) {
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  // Rank 1 probes first and gives up; rank 2, waiting on it, must take over.
+  StarThread early, waiting, late, r0;
+  early.start({1, 3, a, "", Millis(300)}, {'1'});
+  std::this_thread::sleep_for(50ms);
+  waiting.start({2, 3, a, "", Millis(30000)}, {'2'});
+  const std::string what = early.join();
+  EXPECT_NE(what.find("waiting for the coordinator"), std::string::npos)
+      << what;
+  EXPECT_NE(what.find(a), std::string::npos) << what;
+  late.start({1, 3, a, "", Millis(30000)}, {'1'});
+  r0.start({0, 3, a, "", Millis(30000)}, {'0'});
+  for (StarThread* t : {&waiting, &late, &r0}) {
+    ASSERT_EQ(t->join(), "");
+    EXPECT_EQ(std::string(t->out.begin(), t->out.end()), "012");
+  }
+}
+
 TEST(CoordinatorWire, RoundTripsAndRejectsGarbage) {
   namespace s = detail::star;
   auto rq = s::encode_request(123456789);
