@@ -59,9 +59,12 @@ struct DialLobby {
   // One per coordinator address in this process, alive while a rank holds
   // it.
   static std::shared_ptr<DialLobby> of(const std::string& address) {
-    static std::mutex registry_mu;
-    static std::map<std::string, std::weak_ptr<DialLobby>> registry;
-    std::lock_guard<std::mutex> lock(registry_mu);
+    // Never destroyed: a rank may still dial while the process exits.
+    static auto* registry_mu = new std::mutex;
+    static auto* by_address =
+        new std::map<std::string, std::weak_ptr<DialLobby>>;
+    std::lock_guard<std::mutex> lock(*registry_mu);
+    auto& registry = *by_address;
     for (auto it = registry.begin(); it != registry.end();) {
       it = it->second.expired() ? registry.erase(it) : std::next(it);
     }
