@@ -9,12 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -503,6 +505,73 @@ TEST(CoordinatorLobby, ARankGivingUpHandsTheProbeOn) {
   for (StarThread* t : {&waiting, &late, &r0}) {
     ASSERT_EQ(t->join(), "");
     EXPECT_EQ(std::string(t->out.begin(), t->out.end()), "012");
+  }
+}
+
+// A rank lost while the coordinator's second thread writes its reply (the
+// upper half of the ranks, once the replies add up to more than the bytes
+// kept in flight) is named to every rank at the next call.
+TEST(CoordinatorReply, RankLostDuringALargeResultIsNamedAtTheNextCall) {
+  const int size = 8;
+  const size_t n = 2 << 20;  // 16 MiB results (past the socket buffers)
+  const int gone = size - 1;
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  auto noise = [](int r, size_t len) {  // not worth coding
+    std::vector<char> p(len);
+    std::mt19937 gen(static_cast<unsigned>(r) + 1);
+    for (auto& c : p) {
+      c = static_cast<char>(gen());
+    }
+    return p;
+  };
+  std::vector<std::string> first(size), second(size);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < gone; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        auto fn = detail::make_tcp_star({r, size, a, "", 60s});
+        std::vector<char> out(n * size);
+        auto in = noise(r, n);
+        fn(in.data(), out.data(), n);
+        try {
+          fn(in.data(), out.data(), n);
+          second[r] = "returned";
+        } catch (const PeerLostError& e) {
+          second[r] = e.what();
+        }
+      } catch (const std::exception& e) {
+        first[r] = e.what();
+      }
+    });
+  }
+  // The last rank by hand: it takes a little of its reply, then goes while
+  // rank 0 still has more to write (a small receive buffer holds it up).
+  auto addr = detail::resolve(detail::parse_host_port(a, "test"));
+  auto dl = detail::Deadline::after(60s);
+  auto fd = detail::connect_with_retry(addr, dl, {}, [](int, int) {});
+  const int small = 4096;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  detail::Hello h;
+  h.rank = gone;
+  h.size = size;
+  h.nonce = detail::random_nonce();
+  detail::client_handshake(fd.get(), h, "", dl, {});
+  auto req = detail::star::encode_request(n);
+  detail::send_all(fd.get(), req.data(), req.size(), dl, {});
+  auto in = noise(gone, n);
+  detail::send_all(fd.get(), in.data(), n, dl, {});
+  std::array<uint8_t, detail::star::kReplyBytes> head{};
+  detail::recv_all(fd.get(), head.data(), head.size(), dl, {});
+  std::this_thread::sleep_for(200ms);
+  fd.reset();  // unread bytes: a reset
+  for (auto& t : ts) {
+    t.join();
+  }
+  for (int r = 0; r < gone; ++r) {
+    EXPECT_EQ(first[r], "") << "rank " << r;
+    EXPECT_NE(second[r].find("rank " + std::to_string(gone) + " lost"),
+              std::string::npos)
+        << "rank " << r << ": " << second[r];
   }
 }
 
