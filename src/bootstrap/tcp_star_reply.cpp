@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -22,11 +24,12 @@ namespace {
 // The replies of ranks [from, to) written by a second thread: at most
 // in_flight at a time, waited on with poll() (their sockets are not armed
 // in the server's epoll set while results go out), touching no state but
-// those ranks' Conn. It stops at dl, or soon after *stop.
+// those ranks' Conn. It stops at dl, or soon after `stop`.
 struct Helper {
   int from = 0, to = 0, in_flight = 1;
   std::vector<std::pair<int, int>> lost;  // (rank, errno): broke
   std::vector<int> unfinished;            // at dl: ranks not served
+  std::exception_ptr error;               // what run() threw (bad_alloc)
   std::atomic<bool> stop{false};
   std::thread thread;
 
@@ -161,12 +164,20 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
     for (int r = end; r < o_.size; ++r) {
       conns_[r].out = outbox(conns_[r]);
     }
-    helper.thread = std::thread([&] {
-      try {
-        helper.run(conns_, dl);
-      } catch (...) {  // poll and send do not throw; nothing may escape
-      }
-    });
+    try {
+      helper.thread = std::thread([&] {
+        try {
+          helper.run(conns_, dl);
+        } catch (...) {  // rethrown by this thread
+          helper.error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads (thread-ranks by the thousand): this one writes all.
+      JACCL_LOG(Info, "coordinator " << address_ << ": no second thread to "
+                                     << "send results (" << e.what() << ")");
+      end = o_.size;
+    }
   }
   const int mine = end == o_.size ? in_flight : in_flight - helper.in_flight;
   int next = 1, active = 0;
@@ -211,6 +222,9 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
   }
   if (helper.thread.joinable()) {
     helper.thread.join();
+    if (helper.error) {
+      std::rethrow_exception(helper.error);
+    }
     for (const auto& [r, e] : helper.lost) {
       JACCL_LOG(Info, "coordinator " << address_ << ": lost rank " << r
                                      << " while sending the result of "
