@@ -198,19 +198,23 @@ def render(res):
             "process would) and over `ideal` (every rank copies its part in "
             "and everyone's out between barriers: the N frames each rank must "
             "fill, 64 bytes each at 4096 ranks, no I/O). The first call includes "
-            "connecting.",
+            "connecting; its CPU is the process's (every thread) until the "
+            "last rank's first call returned, which a busy machine stretches "
+            "less than the wall time.",
             "",
             "| channel | N | first call, slowest rank (s) | first call, "
-            "median rank (s) | later call, slowest rank's mean (ms) "
-            "| whole run (s) |",
-            "|---|---:|---:|---:|---:|---:|",
+            "median rank (s) | first call, CPU (s) | later call, slowest "
+            "rank's mean (ms) | whole run (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for j in res["threads"]:
             out.append(
                 f"| {j['channel']} | {j['ranks']} "
                 f"| {j['first_call_max_us'] / 1e6:.2f} "
                 f"| {j.get('first_call_median_us', 0) / 1e6:.2f} "
-                f"| {j['call_mean_max_us'] / 1e3:.0f} "
+                + (f"| {j['first_call_cpu_ms'] / 1e3:.2f} "
+                   if "first_call_cpu_ms" in j else "| – ")
+                + f"| {j['call_mean_max_us'] / 1e3:.0f} "
                 f"| {j.get('wall_s', 0):.1f} |")
         out.append("")
     out += _reading(res)

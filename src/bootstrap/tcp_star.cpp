@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -33,6 +35,48 @@ constexpr Millis kReplyGrace{2000};
 constexpr int kReceiveBuffer = 4 << 20;
 // Handshakes rank 0 may break off before a rank gives up (see dial()).
 constexpr int kHandshakeRetries = 3;
+// The shortest cap on the wait between refused dials (see max_backoff()).
+constexpr int kMinBackoffMs = 10;
+
+// The ranks of one process that dial one coordinator (thread-ranks, or
+// several groups bootstrapping at once) share a lobby. While the coordinator
+// does not answer, one of them probes it on the backoff schedule and the
+// others wait for its news instead of each retrying on its own, and they all
+// dial the moment a probe gets through. With 4096 thread-ranks the private
+// retries (a socket, a refused SYN, two context switches each; about six per
+// rank before rank 0 came up) kept both cores busy and starved the thread
+// that was to listen for up to 600 ms, and a rank asleep in its backoff
+// missed the listener coming up by up to the cap (512 ms). With one rank
+// per process the lobby only counts it.
+struct DialLobby {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool up = false;       // the last dial from here got through
+  bool probing = false;  // a rank of this process is probing
+  int dialers = 0;       // ranks of this process dialing now
+  int last_err = 0;      // errno of the last failed dial from here
+
+  // One per coordinator address in this process, alive while a rank holds
+  // it.
+  static std::shared_ptr<DialLobby> of(const std::string& address) {
+    // Never destroyed: a rank may still dial while the process exits.
+    static auto* registry_mu = new std::mutex;
+    static auto* by_address =
+        new std::map<std::string, std::weak_ptr<DialLobby>>;
+    std::lock_guard<std::mutex> lock(*registry_mu);
+    auto& registry = *by_address;
+    for (auto it = registry.begin(); it != registry.end();) {
+      it = it->second.expired() ? registry.erase(it) : std::next(it);
+    }
+    std::weak_ptr<DialLobby>& slot = registry[address];
+    std::shared_ptr<DialLobby> lobby = slot.lock();
+    if (!lobby) {
+      lobby = std::make_shared<DialLobby>();
+      slot = lobby;
+    }
+    return lobby;
+  }
+};
 
 class Client {
  public:
@@ -40,7 +84,8 @@ class Client {
       : o_(o),
         hp_(parse_host_port(o.address, "JACCL_COORDINATOR")),
         address_(hp_.str()),
-        job_(token_fingerprint(o.token)) {}
+        job_(token_fingerprint(o.token)),
+        lobby_(DialLobby::of(address_)) {}
 
   void call(const char* src, char* dst, size_t n) {
     seq_ = calls_++;
@@ -67,11 +112,99 @@ class Client {
     return {.rank = o_.rank, .peer = 0, .address = address_};
   }
 
-  // Waits between refused dials grow to this: a mass start must not flood
-  // rank 0's kernel with SYNs (about size / 8 per millisecond at most), a
-  // small job reconnects within 100 ms of rank 0 coming up.
-  Millis max_backoff() const {
-    return Millis(std::clamp(o_.size / 8, 100, 1000));
+  // Waits between refused dials grow to this. The processes that dial on
+  // their own (size - 1 ranks over the ranks of this process dialing: one
+  // prober per process) must not flood rank 0's kernel with SYNs: about 8
+  // per millisecond at most, so the cap is a millisecond per 8 of them
+  // (1023 processes: 128 ms, as before). A small job, or one process of
+  // thread-ranks, looks every 5-10 ms: one attempt costs tens of
+  // microseconds. No cap passes a second.
+  Millis max_backoff(int dialers_here) const {
+    const int independent = (o_.size - 1) / std::max(dialers_here, 1);
+    return Millis(std::clamp(independent / 8, kMinBackoffMs, 1000));
+  }
+
+  // connect_with_retry through the lobby (see DialLobby): the same errors,
+  // the same info line once per rank.
+  Fd connect_shared(const SockAddr& addr, const Deadline& dl,
+                    const ErrorContext& ctx, const std::string& on_timeout) {
+    DialLobby& lobby = *lobby_;
+    std::unique_lock<std::mutex> lk(lobby.mu);
+    ++lobby.dialers;
+    bool probing = false;  // this rank is the lobby's prober
+    int probes = 0;
+    int last_err = 0;
+    bool logged = false;
+    // However this ends, the others must not wait on a prober that left.
+    struct Leave {
+      DialLobby& lobby;
+      std::unique_lock<std::mutex>& lk;
+      bool& probing;
+      ~Leave() {
+        if (!lk.owns_lock()) {
+          lk.lock();
+        }
+        --lobby.dialers;
+        if (probing) {
+          lobby.probing = false;
+          lobby.cv.notify_all();
+        }
+      }
+    } leave{lobby, lk, probing};
+    for (;;) {
+      // Another rank here probes a coordinator that did not answer: wait
+      // for its news (looking again every second, never past dl).
+      while (!probing && lobby.probing && !lobby.up) {
+        if (dl.expired()) {
+          lk.unlock();
+          raise_connect_failure(addr, dl, ctx,
+                                last_err != 0 ? last_err : lobby.last_err,
+                                on_timeout);
+        }
+        lobby.cv.wait_for(lk, Millis(dl.poll_ms(1000)));
+      }
+      if (!lobby.up && !lobby.probing) {
+        lobby.probing = probing = true;
+      }
+      lk.unlock();
+      int err = 0;
+      Fd fd = try_connect(addr, dl, &err);
+      lk.lock();
+      if (fd.valid()) {
+        if (!lobby.up || probing) {
+          lobby.up = true;
+          lobby.cv.notify_all();
+        }
+        if (probing) {
+          lobby.probing = probing = false;
+        }
+        return fd;
+      }
+      last_err = lobby.last_err = err;
+      if (out_of_resources(err) || dl.expired()) {
+        break;  // out of descriptors here says nothing about rank 0
+      }
+      lobby.up = false;
+      if (!logged) {
+        // Workers often start before rank 0: expected, not an error.
+        logged = true;
+        JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                                << " not reachable yet (" << std::strerror(err)
+                                << "); retrying for up to "
+                                << format_duration(o_.timeout));
+      }
+      if (!lobby.probing) {
+        lobby.probing = probing = true;
+      }
+      if (probing) {
+        const Millis cap = max_backoff(lobby.dialers);
+        lk.unlock();
+        sleep_for_retry(probes++, dl, cap);
+        lk.lock();
+      }
+    }
+    lk.unlock();
+    raise_connect_failure(addr, dl, ctx, last_err, on_timeout);
   }
 
   void dial(const Deadline& dl) {
@@ -83,18 +216,8 @@ class Client {
     me.size = o_.size;
     me.job = job_;
     for (int attempt = 0;; ++attempt) {
-      Fd fd = connect_with_retry(
+      Fd fd = connect_shared(
           addr, dl, ctx,
-          [&](int tries, int err) {
-            if (tries == 0 && attempt == 0) {
-              // Workers often start before rank 0: expected, not an error.
-              JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
-                                      << " not reachable yet ("
-                                      << std::strerror(err)
-                                      << "); retrying for up to "
-                                      << format_duration(o_.timeout));
-            }
-          },
           timeout_text() +
               " waiting for the coordinator to accept a connection (is rank "
               "0 running at JACCL_COORDINATOR?)" +
@@ -102,8 +225,7 @@ class Client {
                                  " earlier connection(s) during the "
                                  "handshake (last: " +
                                  dropped_ + ")"
-                           : std::string()),
-          max_backoff());
+                           : std::string()));
       set_nodelay(fd.get());
       // Room for a whole result, so rank 0 writes it in one go and we wake
       // once (recv_body); the kernel caps it at rmem_max.
@@ -134,7 +256,7 @@ class Client {
         JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
                                 << " closed the connection during the "
                                 << "handshake; dialing again");
-        sleep_for_retry(attempt, dl, max_backoff());
+        sleep_for_retry(attempt, dl, max_backoff(1));
         continue;
       }
       coord_ = std::move(fd);
@@ -286,6 +408,7 @@ class Client {
   uint64_t job_;
   uint64_t calls_ = 0;
   uint64_t seq_ = 0;  // number of the call in progress
+  std::shared_ptr<DialLobby> lobby_;
   Fd coord_;
   std::string dropped_;         // why the last handshake broke off
   std::vector<uint8_t> coded_;  // a coded result, kept between calls

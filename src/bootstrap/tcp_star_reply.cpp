@@ -6,13 +6,88 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <system_error>
+#include <thread>
+#include <utility>
 
 #include "bootstrap/tcp_star_server.h"
 #include "common/error.h"
 #include "common/log.h"
 
 namespace jaccl::detail::star {
+
+namespace {
+
+// The replies of ranks [from, to) written by a second thread: at most
+// in_flight at a time, waited on with poll() (their sockets are not armed
+// in the server's epoll set while results go out), touching no state but
+// those ranks' Conn. It stops at dl, or soon after `stop`.
+struct Helper {
+  int from = 0, to = 0, in_flight = 1;
+  std::vector<std::pair<int, int>> lost;  // (rank, errno): broke
+  std::vector<int> unfinished;            // at dl: ranks not served
+  std::exception_ptr error;               // what run() threw (bad_alloc)
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  void run(std::vector<Conn>& conns, const Deadline& dl) {
+    std::vector<int> active;
+    std::vector<pollfd> fds;
+    int next = from;
+    auto pump = [&](int r) {  // true while r's reply is unfinished
+      Conn& c = conns[static_cast<size_t>(r)];
+      if (int e = c.out.pump(c.fd.get()); e != 0) {
+        c.lost = true;
+        lost.emplace_back(r, e);
+        return false;
+      }
+      return !c.out.finished();
+    };
+    for (;;) {
+      while (static_cast<int>(active.size()) < in_flight && next < to) {
+        const int r = next++;
+        if (pump(r)) {
+          active.push_back(r);
+        }
+      }
+      if (active.empty() || stop.load(std::memory_order_relaxed)) {
+        break;
+      }
+      if (dl.expired()) {
+        unfinished = active;
+        for (int r = next; r < to; ++r) {
+          unfinished.push_back(r);
+        }
+        break;
+      }
+      fds.clear();
+      for (int r : active) {
+        fds.push_back({conns[static_cast<size_t>(r)].fd.get(), POLLOUT, 0});
+      }
+      poll_until(fds.data(), fds.size(), dl, 100);  // 100: see stop
+      size_t keep = 0;
+      for (size_t i = 0; i < active.size(); ++i) {
+        if (fds[i].revents == 0 || pump(active[i])) {
+          active[keep++] = active[i];
+        }
+      }
+      active.resize(keep);
+    }
+  }
+  // Stops it (if still running) and waits for it; idempotent.
+  void finish() {
+    if (thread.joinable()) {
+      stop.store(true, std::memory_order_relaxed);
+      thread.join();
+    }
+  }
+  ~Helper() { finish(); }
+};
+
+}  // namespace
 
 // Pumps rank r's reply; false once it is finished or lost.
 bool Server::pump_result(int r) {
@@ -67,31 +142,72 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
   const size_t body = coded.empty() ? total : coded.size();
   const int in_flight = static_cast<int>(
       std::max<size_t>(16, kInFlightBytes / std::max<size_t>(body, 1)));
+  auto outbox = [&](const Conn& c) {
+    return !coded.empty() && c.coded_ok
+               ? Outbox{coded_head, reinterpret_cast<const char*>(coded.data()),
+                        coded.size(), 0}
+               : Outbox{head, dst, total, 0};
+  };
+  // More bytes to write than may be in flight at once: a second thread
+  // writes the upper half of the replies. Rank 0's thread alone is the
+  // bottleneck there (its sends also carry the kernel's whole loopback
+  // path): 4095 replies of 256 KiB kept it busy for 280-450 ms while about
+  // a third of two cores stood idle.
+  Helper helper;
+  int end = o_.size;
+  if (body * static_cast<size_t>(o_.size - 1) > kInFlightBytes && o_.size > 2 &&
+      std::thread::hardware_concurrency() > 1) {
+    end = 1 + (o_.size - 1) / 2;
+    helper.from = end;
+    helper.to = o_.size;
+    helper.in_flight = std::max(1, in_flight / 2);
+    for (int r = end; r < o_.size; ++r) {
+      conns_[r].out = outbox(conns_[r]);
+    }
+    try {
+      helper.thread = std::thread([&] {
+        try {
+          helper.run(conns_, dl);
+        } catch (...) {  // rethrown by this thread
+          helper.error = std::current_exception();
+        }
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads (thread-ranks by the thousand): this one writes all.
+      JACCL_LOG(Info, "coordinator " << address_ << ": no second thread to "
+                                     << "send results (" << e.what() << ")");
+      end = o_.size;
+    }
+  }
+  const int mine = end == o_.size ? in_flight : in_flight - helper.in_flight;
   int next = 1, active = 0;
   auto start_more = [&] {
-    while (active < in_flight && next < o_.size) {
+    while (active < std::max(mine, 1) && next < end) {
       const int r = next++;
-      Conn& c = conns_[r];
-      c.out =
-          !coded.empty() && c.coded_ok
-              ? Outbox{coded_head, reinterpret_cast<const char*>(coded.data()),
-                       coded.size(), 0}
-              : Outbox{head, dst, total, 0};
+      conns_[r].out = outbox(conns_[r]);
       active += pump_result(r) ? 1 : 0;
     }
+  };
+  auto unserved = [&] {
+    std::vector<int> who;
+    for (int r = 1; r < o_.size; ++r) {
+      if (!conns_[r].lost &&
+          ((r < end && r >= next) || !conns_[r].out.finished())) {
+        who.push_back(r);
+      }
+    }
+    return who;
+  };
+  auto timed_out = [&] {
+    helper.finish();
+    fail(ErrorKind::Timeout, timeout_text() + " sending the result of " +
+                                 call_name() + " to " + ranks_ref(unserved()) +
+                                 " (they stopped reading)");
   };
   start_more();
   while (active > 0) {
     if (dl.expired()) {
-      std::vector<int> who;
-      for (int r = 1; r < o_.size; ++r) {
-        if (!conns_[r].lost && (r >= next || !conns_[r].out.finished())) {
-          who.push_back(r);
-        }
-      }
-      fail(ErrorKind::Timeout, timeout_text() + " sending the result of " +
-                                   call_name() + " to " + ranks_ref(who) +
-                                   " (they stopped reading)");
+      timed_out();
     }
     const int k = wait_events(dl, -1);
     for (int i = 0; i < k; ++i) {
@@ -103,6 +219,24 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
       }
     }
     start_more();
+  }
+  if (helper.thread.joinable()) {
+    helper.thread.join();
+    if (helper.error) {
+      std::rethrow_exception(helper.error);
+    }
+    for (const auto& [r, e] : helper.lost) {
+      JACCL_LOG(Info, "coordinator " << address_ << ": lost rank " << r
+                                     << " while sending the result of "
+                                     << call_name() << ": "
+                                     << std::strerror(e));
+      if (lost_rank_ < 0) {
+        lost_rank_ = r;
+      }
+    }
+    if (!helper.unfinished.empty()) {
+      timed_out();
+    }
   }
 }
 

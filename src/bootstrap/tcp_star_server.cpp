@@ -35,9 +35,17 @@ Server::Server(const TcpStarOptions& o)
   }
   drops_before_ = read_listen_drops();
   // Bind now so a taken port or a bad host fails init, not the first call.
+  // Accepted sockets inherit the listener's options: two system calls fewer
+  // per rank on the thread every connection waits for. No Nagle delay on
+  // the handshake's and the replies' small writes; room for a reply in one
+  // send rather than one per window's worth, each waiting for the rank to
+  // be scheduled (the kernel caps it at wmem_max).
   listener_ =
       listen_tcp(resolve(parse_host_port(o.address, "JACCL_COORDINATOR"), 0),
-                 listen_backlog(o.size), 0);
+                 listen_backlog(o.size), 0, [](int fd) {
+                   set_nodelay(fd);
+                   set_send_buffer(fd, kSocketBuffer);
+                 });
   arm(listener_.get(), kListenerTag, EPOLLIN);
   listener_armed_ = true;
   const std::string note = backlog_note(o.size, read_listen_sysctls());
@@ -201,8 +209,10 @@ Detail Server::timeout_message() {
 
 void Server::accept_pending() {
   for (int i = 0; i < kAcceptBatch && pending_.size() < pending_room(); ++i) {
-    int fd = ::accept4(listener_.get(), nullptr, nullptr,
-                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+    SockAddr from;
+    from.len = sizeof(from.ss);
+    int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from.ss),
+                       &from.len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       const int e = errno;
       if (e == EINTR || e == ECONNABORTED || e == EPROTO) {
@@ -224,11 +234,10 @@ void Server::accept_pending() {
       }
       return;
     }
-    set_nodelay(fd);
     const uint64_t id = next_pending_++;
     arm(fd, kPendingTag | id, EPOLLIN);
-    pending_.emplace(id, Pending{Fd(fd), peer_address(fd).str(),
-                                 ServerHandshake(o_.token), Clock::now()});
+    pending_.emplace(id, Pending{Fd(fd), from.str(), ServerHandshake(o_.token),
+                                 Clock::now()});
   }
 }
 
@@ -304,10 +313,7 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
   // Registered under its pending tag until now.
   arm(c.fd.get(), kRankTag | static_cast<uint64_t>(h.rank), EPOLLIN,
       EPOLL_CTL_MOD);
-  c.armed = EPOLLIN;
-  // A reply in one send rather than one per window's worth, each waiting
-  // for the rank to be scheduled (the kernel caps it at wmem_max).
-  set_send_buffer(c.fd.get(), kSocketBuffer);
+  c.armed = EPOLLIN;  // TCP_NODELAY and SO_SNDBUF: from the listener
   connected_[h.rank] = true;
   ++connected_count_;
   refused_.erase(h.rank);

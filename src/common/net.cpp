@@ -132,7 +132,8 @@ SockAddr resolve(const HostPort& hp, int rank) {
   return out;
 }
 
-Fd listen_tcp(const SockAddr& addr, int backlog, int rank) {
+Fd listen_tcp(const SockAddr& addr, int backlog, int rank,
+              const std::function<void(int)>& before_listen) {
   Fd fd(::socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
                  0));
   if (!fd.valid()) {
@@ -148,6 +149,9 @@ Fd listen_tcp(const SockAddr& addr, int backlog, int rank) {
           e == EADDRINUSE ? "cannot listen: address already in use"
                           : "cannot bind listening socket",
           {.rank = rank, .address = addr.str(), .sys_errno = e});
+  }
+  if (before_listen) {
+    before_listen(fd.get());
   }
   if (::listen(fd.get(), backlog) != 0) {
     raise(ErrorKind::Io, "listen() failed",

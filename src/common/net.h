@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,7 +64,11 @@ SockAddr resolve(const HostPort& hp, int rank = -1);
 
 // A listening socket (SO_REUSEADDR, non-blocking, close-on-exec). Port 0
 // picks an ephemeral port. "Address in use" is an Io error naming it.
-Fd listen_tcp(const SockAddr& addr, int backlog, int rank = -1);
+// before_listen(fd), if given, runs between bind() and listen(): options set
+// there (TCP_NODELAY, SO_SNDBUF, ...) are copied by Linux to every accepted
+// socket, the first one included.
+Fd listen_tcp(const SockAddr& addr, int backlog, int rank = -1,
+              const std::function<void(int)>& before_listen = {});
 
 // The local/remote address of a connected or bound socket.
 SockAddr local_address(int fd);

@@ -9,12 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -465,6 +467,112 @@ TEST(CoordinatorInit, WorkerAloneTimesOutNamingTheCoordinator) {
     EXPECT_NE(std::string(e.what()).find(a), std::string::npos) << e.what();
   }
   EXPECT_THROW(fn("x", out, 1), TimeoutError);  // poisoned, not retried
+}
+
+// Thread-ranks of one process share a lobby while the coordinator is not
+// up: one probes, the others wait for it, and all of them dial once a probe
+// gets through.
+TEST(CoordinatorLobby, ThreadRanksStartedBeforeRankZeroAllConnect) {
+  const int n = 48;
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  std::vector<StarThread> ranks(n);
+  for (int r = 1; r < n; ++r) {
+    ranks[r].start({r, n, a, "", Millis(30000)}, {static_cast<char>(r)});
+  }
+  std::this_thread::sleep_for(300ms);  // they find nobody listening
+  ranks[0].start({0, n, a, "", Millis(30000)}, {0});
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(ranks[r].join(), "") << "rank " << r;
+    for (int q = 0; q < n; ++q) {
+      ASSERT_EQ(ranks[r].out[q], static_cast<char>(q)) << r << " " << q;
+    }
+  }
+}
+
+TEST(CoordinatorLobby, ARankGivingUpHandsTheProbeOn) {
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  // Rank 1 probes first and gives up; rank 2, waiting on it, must take over.
+  StarThread early, waiting, late, r0;
+  early.start({1, 3, a, "", Millis(300)}, {'1'});
+  std::this_thread::sleep_for(50ms);
+  waiting.start({2, 3, a, "", Millis(30000)}, {'2'});
+  const std::string what = early.join();
+  EXPECT_NE(what.find("waiting for the coordinator"), std::string::npos)
+      << what;
+  EXPECT_NE(what.find(a), std::string::npos) << what;
+  late.start({1, 3, a, "", Millis(30000)}, {'1'});
+  r0.start({0, 3, a, "", Millis(30000)}, {'0'});
+  for (StarThread* t : {&waiting, &late, &r0}) {
+    ASSERT_EQ(t->join(), "");
+    EXPECT_EQ(std::string(t->out.begin(), t->out.end()), "012");
+  }
+}
+
+// A rank lost while the coordinator's second thread writes its reply (the
+// upper half of the ranks, once the replies add up to more than the bytes
+// kept in flight) is named to every rank at the next call.
+TEST(CoordinatorReply, RankLostDuringALargeResultIsNamedAtTheNextCall) {
+  const int size = 8;
+  const size_t n = 2 << 20;  // 16 MiB results (past the socket buffers)
+  const int gone = size - 1;
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  auto noise = [](int r, size_t len) {  // not worth coding
+    std::vector<char> p(len);
+    std::mt19937 gen(static_cast<unsigned>(r) + 1);
+    for (auto& c : p) {
+      c = static_cast<char>(gen());
+    }
+    return p;
+  };
+  std::vector<std::string> first(size), second(size);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < gone; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        auto fn = detail::make_tcp_star({r, size, a, "", 60s});
+        std::vector<char> out(n * size);
+        auto in = noise(r, n);
+        fn(in.data(), out.data(), n);
+        try {
+          fn(in.data(), out.data(), n);
+          second[r] = "returned";
+        } catch (const PeerLostError& e) {
+          second[r] = e.what();
+        }
+      } catch (const std::exception& e) {
+        first[r] = e.what();
+      }
+    });
+  }
+  // The last rank by hand: it takes a little of its reply, then goes while
+  // rank 0 still has more to write (a small receive buffer holds it up).
+  auto addr = detail::resolve(detail::parse_host_port(a, "test"));
+  auto dl = detail::Deadline::after(60s);
+  auto fd = detail::connect_with_retry(addr, dl, {}, [](int, int) {});
+  const int small = 4096;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  detail::Hello h;
+  h.rank = gone;
+  h.size = size;
+  h.nonce = detail::random_nonce();
+  detail::client_handshake(fd.get(), h, "", dl, {});
+  auto req = detail::star::encode_request(n);
+  detail::send_all(fd.get(), req.data(), req.size(), dl, {});
+  auto in = noise(gone, n);
+  detail::send_all(fd.get(), in.data(), n, dl, {});
+  std::array<uint8_t, detail::star::kReplyBytes> head{};
+  detail::recv_all(fd.get(), head.data(), head.size(), dl, {});
+  std::this_thread::sleep_for(200ms);
+  fd.reset();  // unread bytes: a reset
+  for (auto& t : ts) {
+    t.join();
+  }
+  for (int r = 0; r < gone; ++r) {
+    EXPECT_EQ(first[r], "") << "rank " << r;
+    EXPECT_NE(second[r].find("rank " + std::to_string(gone) + " lost"),
+              std::string::npos)
+        << "rank " << r << ": " << second[r];
+  }
 }
 
 TEST(CoordinatorWire, RoundTripsAndRejectsGarbage) {
