@@ -114,6 +114,50 @@ void LivenessMonitor::Shared::enqueue_all(const std::string& f,
   }
 }
 
+int LivenessMonitor::Shared::hub() const {
+  for (size_t r = 0; r < out.size(); ++r) {
+    if (static_cast<int>(r) == self) {
+      return self;
+    }
+    if (!gone[r] && open[r]) {
+      return static_cast<int>(r);
+    }
+  }
+  return self;
+}
+
+void LivenessMonitor::Shared::rehub() {
+  const int h = hub();
+  if (h == notice_hub) {
+    return;
+  }
+  notice_hub = h;
+  for (const std::string& f : notices) {
+    if (h == self) {
+      enqueue_all(f, false);
+    } else {
+      out[static_cast<size_t>(h)] += f;
+    }
+  }
+}
+
+void LivenessMonitor::Shared::notice(const std::string& f, int from) {
+  rehub();
+  notices.push_back(f);
+  const int h = notice_hub;
+  if (h != self) {
+    if (from != h) {
+      out[static_cast<size_t>(h)] += f;
+    }
+    return;
+  }
+  for (size_t p = 0; p < out.size(); ++p) {
+    if (open[p] && static_cast<int>(p) != from) {
+      out[p] += f;
+    }
+  }
+}
+
 void apply_keepalive(int fd, Millis heartbeat_timeout) {
   long long hb_s = (heartbeat_timeout.count() + 999) / 1000;
   if (hb_s <= 0) {
@@ -182,7 +226,9 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
       if (s->stopping) {
         return;
       }
-      s->enqueue_all(f, false);
+      // Learned while handling a peer's frame: that peer knows of a
+      // failure too.
+      s->notice(f, t_notice_from);
     }
     s->wake_up();
   });
@@ -268,11 +314,7 @@ void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
     shared_.gone[u] = 1;
-    for (size_t p = 0; p < n_; ++p) {
-      if (p != u && shared_.open[p]) {
-        shared_.out[p] += dead;
-      }
-    }
+    shared_.notice(dead, t_notice_from);
     if (shared_.open[u]) {
       // A stopped rank reads this when it wakes: it has been left out.
       shared_.out[u] += dead;
@@ -332,6 +374,9 @@ void LivenessMonitor::Loop::on_abort_frame(size_t p, uint8_t kind, int32_t root,
       lost(root, rank_ref(root) + " aborted the group", 0);
     }
     return;
+  }
+  if (m_.state_->failed()) {
+    return;  // only the first failure counts: no error to make
   }
   if (auto info = decode_error_info(body)) {
     o.info = std::move(*info);
@@ -441,7 +486,10 @@ void LivenessMonitor::Loop::service(size_t p) {
     // one) before it returns.
     std::string body = s.substr(kCtlHeader, len);
     in_[p].erase(0, kCtlHeader + len);
+    const int outer = t_notice_from;
+    t_notice_from = static_cast<int>(p);
     handle(p, type, kind, root, body);
+    t_notice_from = outer;
   }
   servicing_[p] = 0;
   // After a HANDOFF an EOF is the next monitor's to read (it stays).

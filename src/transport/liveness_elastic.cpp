@@ -31,9 +31,9 @@ void register_escalation_hook(std::weak_ptr<LivenessMonitor::Shared> weak,
         return;
       }
       if (to == GroupStatus::Revoked) {
-        s->enqueue_all(
+        s->notice(
             ctl_frame(kCtlRevoke, 0, t_revoker >= 0 ? t_revoker : rank, {}),
-            false);
+            t_notice_from);
       } else if (to == GroupStatus::Aborted) {
         ErrorInfo info = error_info("this rank aborted the group", {});
         s->enqueue_all(
@@ -74,8 +74,10 @@ void LivenessMonitor::Loop::on_dead(size_t p, int32_t root,
 }
 
 void LivenessMonitor::Loop::on_revoke(size_t p, int32_t root) {
-  if (root < 0 || static_cast<size_t>(root) >= n_) {
-    return;
+  if (root < 0 || static_cast<size_t>(root) >= n_ ||
+      static_cast<int>(m_.state_->status()) >=
+          static_cast<int>(GroupStatus::Revoked)) {
+    return;  // revoked (or out) already: no error to make
   }
   ErrorInfo info = error_info(
       after_first_failure(*m_.state_, rank_ref(root) + " revoked the group"),
@@ -192,6 +194,7 @@ void LivenessMonitor::Loop::drive_agreement() {
   bool decided = false;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.rehub();  // the hub died: the notices to the next one
     decided = shared_.queue_agreement(rank_);
   }
   if (decided) {

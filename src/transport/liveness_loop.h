@@ -18,9 +18,14 @@
 
 namespace jaccl::detail {
 
-struct LivenessMonitor::Shared {
-  explicit Shared(int rank, int size) : agreement(rank, size) {}
+// The peer whose frame the monitor thread is handling (-1: none, or a
+// caller's thread): a notice learned from the hub is not sent back to it.
+inline thread_local int t_notice_from = -1;
 
+struct LivenessMonitor::Shared {
+  explicit Shared(int rank, int size) : self(rank), agreement(rank, size) {}
+
+  const int self;
   std::mutex mu;
   std::condition_variable cv;    // callers wait for decisions and mail
   std::vector<std::string> out;  // bytes queued per peer
@@ -42,9 +47,28 @@ struct LivenessMonitor::Shared {
   std::vector<Taken> handed_taken;
   bool handed_off = false;
 
+  // Notices (DEAD, ABORT, REVOKE) travel through a hub, the lowest rank
+  // neither gone nor unreachable (the agreement's coordinator): a member
+  // sends its notice to the hub alone, and the hub passes what is new to it
+  // on to every peer. At 64 ranks on a few cores, every member telling
+  // every peer was n (n - 1) frames a notice, each a monitor's wake-up (most
+  // of a shrink's time). Every notice sent is kept: when the hub changes (it
+  // died, maybe half-way through passing one on), each member sends all of
+  // them to the new hub, and a member that becomes the hub sends them to
+  // every peer; notices only ever add to what a member knows, so one twice
+  // is harmless.
+  std::vector<std::string> notices;
+  int notice_hub = -1;  // where the notices went last (-1: nowhere yet)
+
   void wake_up();
   // Caller holds mu.
   void enqueue_all(const std::string& f, bool droppable);
+  // Caller holds mu. A notice, learned from peer `from` (-1: here); not
+  // sent back to the hub when it came from there.
+  void notice(const std::string& f, int from);
+  // Caller holds mu. After a change of hub, every notice again (above).
+  void rehub();
+  int hub() const;
   // Queues the agreement's votes and decisions to send (caller holds mu);
   // true when the pending epoch was decided now.
   bool queue_agreement(int rank);
