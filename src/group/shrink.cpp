@@ -68,13 +68,21 @@ std::shared_ptr<LivenessMonitor> take_over_connections(
     if (static_cast<int>(i) == new_rank) {
       continue;
     }
-    control[i] = std::move(handed[j].fd);
-    taken[i] = std::move(handed[j].taken);
+    control[i] = std::move(handed.peers[j].fd);
+    taken[i] = std::move(handed.peers[j].taken);
     ++j;
+  }
+  // The parent's rank the last decision came from, as a member (not one:
+  // gone, pass it on at once).
+  LivenessMonitor::Inherit inherit = std::move(handed.inherit);
+  if (inherit.held_from >= 0) {
+    auto at = std::find(members.begin(), members.end(), inherit.held_from);
+    inherit.held_from =
+        at == members.end() ? -2 : static_cast<int>(at - members.begin());
   }
   return std::make_shared<LivenessMonitor>(
       new_rank, std::move(control), std::move(state),
-      cfg.get_heartbeat_timeout(), std::move(taken));
+      cfg.get_heartbeat_timeout(), std::move(taken), std::move(inherit));
 }
 
 }  // namespace

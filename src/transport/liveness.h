@@ -19,9 +19,14 @@
 //   REVOKE     (root: the rank that revoked) sent on by every member once
 //   VOTE, DECIDE  the agreement (transport/agreement.h)
 //   MAIL       (body: tag u64, bytes) the survivors' side channel
-//   HANDOFF    the last frame of this monitor on a connection that a shrunk
-//              group's monitor takes over (hand_off); what follows it on
-//              the stream is the new monitor's
+// A shrunk group's monitor takes its parent's connections over (hand_off)
+// and speaks one generation up (control_frame.h): on each connection, what
+// the peer's old monitor sent comes first, then its new monitor's frames;
+// each monitor handles its own generation's and keeps the next one's for
+// its successor. A new monitor answers an old monitor's VOTE with the last
+// decision of its parent (a survivor that missed the commit learns it), and
+// passes that decision on to every peer once its sender is gone (as the
+// agreement passes decisions on lazily).
 //
 // Detection bounds:
 //   - a peer process that dies (SIGKILL, crash, exit without destroying its
@@ -52,6 +57,16 @@
 
 namespace jaccl::detail {
 
+// What a monitor taking connections over inherits from the old one: its
+// generation (plus one) and the parent's last decision (a DECIDE frame of
+// the old generation; empty: none), with the member it came from while
+// that one has not been seen gone (-1: none; -2: gone already).
+struct MonitorInherit {
+  uint8_t generation = 0;
+  std::string decide;
+  int held_from = -1;
+};
+
 class LivenessMonitor {
  public:
   // control[p]: connected control socket to peer p (invalid for this rank).
@@ -59,14 +74,14 @@ class LivenessMonitor {
   // A monitor taking connections over (hand_off) gets, per peer, what the
   // old one left (taken[p]; a lost one is reported failed at once).
   struct Taken {
-    std::string in;         // read, not yet handled
-    std::string out;        // queued, not yet sent (ends with our HANDOFF)
-    bool awaiting = false;  // the peer's old monitor's HANDOFF is to come
+    std::string in;   // read, not yet handled
+    std::string out;  // queued, not yet sent (the old monitor's)
     bool lost = false;
   };
+  using Inherit = MonitorInherit;
   LivenessMonitor(int rank, std::vector<Fd> control,
                   std::shared_ptr<FailureState> state, Millis heartbeat_timeout,
-                  std::vector<Taken> taken = {});
+                  std::vector<Taken> taken = {}, Inherit inherit = {});
   // Sends GOODBYE (best effort, non-blocking), stops and joins the thread.
   // Never waits for a peer.
   ~LivenessMonitor();
@@ -110,18 +125,22 @@ class LivenessMonitor {
   void drop_mail_below(uint64_t tag);
 
   // Gives the control connections to `peers` away (to a shrunk group's
-  // monitor), so that group needs no connections of its own (collective
-  // over peers): a HANDOFF ends what this monitor sends on each, and the
-  // new monitor skips what the peer's old one sent up to the peer's
-  // HANDOFF. Returns at once (within one turn of the thread), per peer, the
-  // socket (invalid: the connection was lost first) and what goes with it.
-  // This monitor then no longer agrees or carries mail (UsageError).
+  // monitor, of the next generation), so that group needs no connections
+  // of its own (collective over peers): nothing more of this monitor's goes
+  // out on them. Returns at once (within one turn of the thread), per peer,
+  // the socket (invalid: the connection was lost first) and what goes with
+  // it, and what the new monitor inherits (held_from in this group's
+  // ranks). This monitor then no longer agrees or carries mail
+  // (UsageError).
   struct Handed {
     Fd fd;
     Taken taken;
   };
-  std::vector<Handed> hand_off(const std::vector<int>& peers,
-                               const Deadline& dl);
+  struct HandOff {
+    std::vector<Handed> peers;
+    Inherit inherit;
+  };
+  HandOff hand_off(const std::vector<int>& peers, const Deadline& dl);
 
   struct Shared;  // state shared with the hooks and callers
   class Loop;     // the thread's own state (liveness_loop.h)
@@ -137,6 +156,7 @@ class LivenessMonitor {
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
   std::vector<Taken> taken_;  // for the thread's first turn
+  uint8_t gen_ = 0;
   bool full_mesh_ = true;
   std::thread thread_;
 };

@@ -23,9 +23,11 @@ namespace jaccl::detail {
 inline thread_local int t_notice_from = -1;
 
 struct LivenessMonitor::Shared {
-  explicit Shared(int rank, int size) : self(rank), agreement(rank, size) {}
+  Shared(int rank, int size, uint8_t generation)
+      : self(rank), gen(generation), agreement(rank, size) {}
 
   const int self;
+  const uint8_t gen;  // of this monitor's frames (control_frame.h)
   std::mutex mu;
   std::condition_variable cv;    // callers wait for decisions and mail
   std::vector<std::string> out;  // bytes queued per peer
@@ -46,6 +48,10 @@ struct LivenessMonitor::Shared {
   std::vector<Fd> handed_fd;
   std::vector<Taken> handed_taken;
   bool handed_off = false;
+  // Taken over (under mu): the parent's last decision as its monitor sent
+  // it, and whom it came from (liveness.h: Inherit).
+  std::string parent_decide;
+  int parent_held_from = -1;
 
   // Notices (DEAD, ABORT, REVOKE) travel through a hub, the lowest rank
   // neither gone nor unreachable (the agreement's coordinator): a member
@@ -60,6 +66,11 @@ struct LivenessMonitor::Shared {
   std::vector<std::string> notices;
   int notice_hub = -1;  // where the notices went last (-1: nowhere yet)
 
+  // A frame of this monitor's generation.
+  std::string frame(uint8_t type, uint8_t kind, int32_t root,
+                    std::string_view body) const {
+    return ctl_frame(type, kind, root, body, gen);
+  }
   void wake_up();
   // Caller holds mu.
   void enqueue_all(const std::string& f, bool droppable);
@@ -121,10 +132,11 @@ class LivenessMonitor::Loop {
   std::vector<Fd>& control_;
   Shared& shared_;
   std::vector<Clock::time_point> last_;
-  // handoff_: p's HANDOFF was read: p is no longer read from. awaiting_:
-  // a taken-over connection whose old monitor's frames are still to skip.
-  std::vector<char> goodbye_, reported_, servicing_, handoff_, awaiting_;
-  std::vector<std::string> in_;
+  // handoff_: p's next monitor spoke (its frames go to next_[p], for ours;
+  // its EOF is the next monitor's to read). eof_: p's stream ended after
+  // that (not polled any more).
+  std::vector<char> goodbye_, reported_, servicing_, handoff_, eof_;
+  std::vector<std::string> in_, next_;
   bool mail_news_ = false;  // mail arrived this turn: wake the callers
 };
 
