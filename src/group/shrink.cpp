@@ -239,9 +239,9 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
             "rank " << parent.job_rank(me) << ": shrink: start " << ms());
   const Millis timeout = parent.config().get_timeout();
   // Every agreement's errors name the parent's members: job ranks out.
-  auto agree = [&](bool ok) {
+  auto agree = [&](bool ok, const std::vector<int>* hand_off_to = nullptr) {
     try {
-      return mon.agree(excl, ok, Deadline::after(timeout));
+      return mon.agree(excl, ok, Deadline::after(timeout), hand_off_to);
     } catch (const Error& e) {
       throw_renamed(e, parent.names());
     }
@@ -314,8 +314,18 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     }
     JACCL_LOG(Debug, "rank " << parent.job_rank(me)
                              << ": shrink: new group set up after " << ms());
-    // Every survivor keeps the new group, or none does.
-    const auto c = agree(inner != nullptr);
+    // Every survivor keeps the new group, or none does. When it is kept,
+    // the monitor's thread gives the connections to the other members away
+    // as soon as the decision is in (take_over_connections then finds them
+    // handed already).
+    std::vector<int> peers;
+    for (int m : members) {
+      if (m != me) {
+        peers.push_back(m);
+      }
+    }
+    const auto c =
+        agree(inner != nullptr, inner != nullptr && slot ? &peers : nullptr);
     JACCL_LOG(Debug, "rank " << parent.job_rank(me)
                              << ": shrink: committed after " << ms());
     const bool member_lost =

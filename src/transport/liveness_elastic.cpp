@@ -178,6 +178,34 @@ void LivenessMonitor::Loop::transfer() {
   }
 }
 
+void LivenessMonitor::Shared::give_away(const std::vector<int>& peers) {
+  handed_off = true;
+  for (int r : peers) {
+    const auto u = static_cast<size_t>(r);
+    if (open[u]) {
+      open[u] = 0;  // nothing more of ours on it
+      handing[u] = 1;
+    }
+  }
+}
+
+void LivenessMonitor::Shared::give_away_if_decided() {
+  const AgreeDecision* d =
+      arm_epoch != 0 ? agreement.decision(arm_epoch) : nullptr;
+  if (d == nullptr) {
+    return;
+  }
+  arm_epoch = 0;
+  auto failed = [&](int r) {
+    return static_cast<size_t>(r) < d->failed.size() &&
+           d->failed[static_cast<size_t>(r)] != 0;
+  };
+  if (d->ok && !failed(self) &&
+      std::none_of(arm_peers.begin(), arm_peers.end(), failed)) {
+    give_away(arm_peers);
+  }
+}
+
 bool LivenessMonitor::Shared::queue_agreement(int rank) {
   const uint64_t before = agreement.pending();
   for (auto& s : agreement.poll(gone)) {
@@ -198,6 +226,7 @@ void LivenessMonitor::Loop::drive_agreement() {
     std::lock_guard<std::mutex> lock(shared_.mu);
     shared_.rehub();  // the hub died: the notices to the next one
     decided = shared_.queue_agreement(rank_);
+    shared_.give_away_if_decided();  // after queueing what we owe
     // The parent's last decision, once whoever sent it to us is gone: it
     // may not have reached every survivor (their old monitors read it).
     const int h = shared_.parent_held_from;
@@ -292,13 +321,7 @@ LivenessMonitor::HandOff LivenessMonitor::hand_off(
         shared_->frame(kCtlDecide, 0, rank_, encode_decision(*last));
     out.inherit.held_from = shared_->agreement.held_from(last->epoch);
   }
-  for (int r : peers) {
-    const auto u = static_cast<size_t>(r);
-    if (shared_->open[u]) {
-      shared_->open[u] = 0;  // nothing more of ours on it
-      shared_->handing[u] = 1;
-    }
-  }
+  shared_->give_away(peers);  // done already after agree(hand_off_to)
   shared_->wake_up();
   auto waiting_for = [&] {
     std::vector<int> waiting;
@@ -333,11 +356,16 @@ LivenessMonitor::HandOff LivenessMonitor::hand_off(
 }
 
 LivenessMonitor::Decision LivenessMonitor::agree(
-    const std::vector<int>& exclude, bool ok, const Deadline& dl) {
+    const std::vector<int>& exclude, bool ok, const Deadline& dl,
+    const std::vector<int>* hand_off_to) {
   throw_if_out(*state_);
   check_not_handed_off("agreeing on the failed ranks");
   std::unique_lock<std::mutex> lock(shared_->mu);
   const uint64_t epoch = shared_->agreement.begin(set_of(exclude, size_), ok);
+  if (hand_off_to != nullptr) {
+    shared_->arm_epoch = epoch;
+    shared_->arm_peers = *hand_off_to;
+  }
   shared_->wake_up();
   wait_until(
       *shared_, *state_, lock, dl,

@@ -52,6 +52,10 @@ struct LivenessMonitor::Shared {
   // it, and whom it came from (liveness.h: Inherit).
   std::string parent_decide;
   int parent_held_from = -1;
+  // agree(hand_off_to): the epoch whose ok decision hands these peers'
+  // connections off (0: none).
+  uint64_t arm_epoch = 0;
+  std::vector<int> arm_peers;
 
   // Notices (DEAD, ABORT, REVOKE) travel through a hub, the lowest rank
   // neither gone nor unreachable (the agreement's coordinator): a member
@@ -83,6 +87,11 @@ struct LivenessMonitor::Shared {
   // Queues the agreement's votes and decisions to send (caller holds mu);
   // true when the pending epoch was decided now.
   bool queue_agreement(int rank);
+  // Caller holds mu: nothing more of this monitor's goes out to peers,
+  // whose connections the thread moves out at its next transfer().
+  void give_away(const std::vector<int>& peers);
+  // Caller holds mu: agree(hand_off_to)'s decision is in: give away.
+  void give_away_if_decided();
 };
 
 // Registers the hook that tells the peers of a revoke or an abort, and
