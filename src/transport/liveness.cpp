@@ -268,7 +268,8 @@ LivenessMonitor::Loop::Loop(LivenessMonitor& m)
       handoff_(n_, 0),
       eof_(n_, 0),
       in_(n_),
-      next_(n_) {
+      next_(n_),
+      rbuf_(size_t(64) << 10) {
   for (size_t p = 0; p < n_; ++p) {
     in_[p] = std::move(m.taken_[p].in);
   }
@@ -441,12 +442,14 @@ void LivenessMonitor::Loop::service(size_t p) {
     return;  // the rest is the next monitor's
   }
   servicing_[p] = 1;
-  char buf[4096];
+  // Reads are done before any frame is handled (a handler may service
+  // another peer), so every call shares one buffer.
+  std::vector<char>& buf = rbuf_;
   int err = -1;  // -1: still open, 0: EOF, >0: errno
   for (;;) {
-    ssize_t k = ::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT);
+    ssize_t k = ::recv(control_[p].get(), buf.data(), buf.size(), MSG_DONTWAIT);
     if (k > 0) {
-      in_[p].append(buf, static_cast<size_t>(k));
+      in_[p].append(buf.data(), static_cast<size_t>(k));
       last_[p] = Clock::now();
       continue;
     }

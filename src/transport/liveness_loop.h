@@ -146,6 +146,9 @@ class LivenessMonitor::Loop {
   // that (not polled any more).
   std::vector<char> goodbye_, reported_, servicing_, handoff_, eof_;
   std::vector<std::string> in_, next_;
+  // service()'s reads: a survivors' side-channel reply (33 KiB at 64 ranks)
+  // in one call.
+  std::vector<char> rbuf_;
   bool mail_news_ = false;  // mail arrived this turn: wake the callers
 };
 
