@@ -531,7 +531,11 @@ void LivenessMonitor::Loop::run() {
   const Millis heartbeat = m_.heartbeat_;
   const Millis period = std::max(Millis(1), heartbeat / 4);
   auto now = Clock::now();
-  auto next_hb = now;
+  // A monitor taking connections over (a shrunk group's) sends its first
+  // heartbeat a period from now, not at once: every peer's new monitor
+  // starts its silence clock now too, and at once it was n (n - 1) frames
+  // just as the new group's first operation starts.
+  auto next_hb = m_.gen_ > 0 ? now + period : now;
 
   std::vector<pollfd> pfds;
   std::vector<size_t> owner;
