@@ -152,7 +152,7 @@ void LivenessMonitor::Shared::notice(const std::string& f, int from) {
     return;
   }
   for (size_t p = 0; p < out.size(); ++p) {
-    if (open[p] && static_cast<int>(p) != from) {
+    if (open[p] && !gone[p] && static_cast<int>(p) != from) {
       out[p] += f;
     }
   }

@@ -9,14 +9,17 @@
 //   HEARTBEAT  sent every heartbeat_timeout / 4
 //   GOODBYE    sent when the group is destroyed normally (the peer left)
 //   ABORT      (root rank, error kind, the root's error fields encoded by
-//              common/error_wire.h) sent once to every peer when this
-//              rank's FailureState records its first failure; of kind
-//              Aborted when this rank aborted the group (it is then gone)
-//   DEAD       (root: a rank now failed, body: why) sent to every peer when
-//              this rank learns of a failure first; the failed rank itself
-//              gets it too (if it is only stopped, it reads that it was
-//              excluded when it wakes) and its connection is then closed
-//   REVOKE     (root: the rank that revoked) sent on by every member once
+//              common/error_wire.h) a notice, when this rank's FailureState
+//              records its first failure; of kind Aborted, sent to every
+//              peer directly, when this rank aborted the group (it is then
+//              gone)
+//   DEAD       (root: a rank now failed, body: why) a notice, when this
+//              rank learns of a failure first; the failed rank itself gets
+//              it too, directly (if it is only stopped, it reads that it
+//              was excluded when it wakes) and its connection is then closed
+//   REVOKE     (root: the rank that revoked) a notice, once per member
+// Notices go to the hub (the lowest live rank), which passes on to every
+// peer what is new to it (liveness_loop.h: Shared::notice).
 //   VOTE, DECIDE  the agreement (transport/agreement.h)
 //   MAIL       (body: tag u64, bytes) the survivors' side channel
 // A shrunk group's monitor takes its parent's connections over (hand_off)
@@ -40,7 +43,9 @@
 //     most heartbeat_timeout / 4); with heartbeat_timeout = 0 only TCP
 //     keepalive remains (about 2 minutes on an idle link);
 //   - a failure on any rank reaches every other rank as an ABORT naming the
-//     root cause ("rank 2 reported: ...") in about one network round trip.
+//     root cause ("rank 2 reported: ...") in about two network round trips
+//     (through the hub; a hub that is only stopped delays it by up to
+//     heartbeat_timeout, until it is declared failed).
 // Every survivor's FailureState is failed, so every pending and future
 // operation on it throws (its wake_fd() wakes every blocked poll).
 #pragma once
