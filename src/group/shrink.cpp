@@ -282,6 +282,10 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     if (quick) {
       takeover.broadcast =
           survivors_broadcast(mon, members, new_rank, tag0, timeout);
+      // Tags apart from the side channel's calls (tag0 + 1, 2 ...) and the
+      // broadcast's (tag0 + 2^31 + ...).
+      takeover.gather = survivors_all_gather(
+          mon, members, new_rank, tag0 + (uint64_t(1) << 30), timeout);
     }
     if (ctl.cards && ctl.cards->size() == static_cast<size_t>(n)) {
       for (size_t i = 0; i < members.size(); ++i) {
