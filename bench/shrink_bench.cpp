@@ -9,8 +9,8 @@
 // latest survivor's times: {"n", "size" (of the shrunk group), "error_at",
 // "ready_at", "shrink_ms"}
 // (realtime ms; shrink_ms = the slowest survivor's error-to-ready time).
-// SHRINK_TRACE=1: every survivor also prints "TRACE <rank> error|ready <wall
-// ms mod 10^6>" on stderr, to line up with shrink's JACCL_LOG=debug phases.
+// SHRINK_TRACE=1: every survivor also prints "TRACE <rank> error|shrunk|ready
+// <wall ms mod 10^6>" on stderr, to line up with shrink's JACCL_LOG=debug phases.
 #include <jaccl/jaccl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -58,6 +58,10 @@ int main() {
     }
     g->revoke();
     auto s = g->shrink();
+    if (std::getenv("SHRINK_TRACE") != nullptr) {
+      std::fprintf(stderr, "TRACE %d shrunk %.0f\n", me,
+                   std::fmod(realtime_ms(), 1e6));
+    }
     float one = 1, sum = 0;
     s->all_sum(&one, &sum, sizeof(one), jaccl::Float32);
     const double ready_at = realtime_ms();

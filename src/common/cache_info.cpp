@@ -3,13 +3,17 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 namespace jaccl::detail {
 
-size_t sysfs_cache_bytes(int level) {
+namespace {
+
+size_t read_sysfs_cache_bytes(int level) {
   for (int i = 0; i < 8; ++i) {
     std::string dir =
         "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
@@ -29,6 +33,24 @@ size_t sysfs_cache_bytes(int level) {
     return v;
   }
   return 0;
+}
+
+}  // namespace
+
+size_t sysfs_cache_bytes(int level) {
+  // Read once per level and process (a lookup opens up to 12 files; a
+  // shrunk group's set-up made three, on every survivor at once).
+  static std::array<std::atomic<long long>, 5> known = {-1, -1, -1, -1, -1};
+  if (level < 1 || level >= 5) {
+    return read_sysfs_cache_bytes(level);
+  }
+  std::atomic<long long>& k = known[static_cast<size_t>(level)];
+  long long v = k.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = static_cast<long long>(read_sysfs_cache_bytes(level));
+    k.store(v, std::memory_order_relaxed);
+  }
+  return static_cast<size_t>(v);
 }
 
 size_t l2_cache_bytes() {

@@ -244,7 +244,7 @@ std::optional<ControlBlock> takeover_tcp(const Config& cfg, SideChannel& sc,
   // The most wires any pair wants (ring neighbours'): the same on every
   // member, so every member's gather is as long.
   std::optional<ReusedWires> reused = reuse_tcp_wires(
-      cfg, sc, *t.wires, t.parent_of, want, std::max(1, plan.wires));
+      cfg, sc, *t.wires, t.parent_of, want, std::max(1, plan.wires), t.gather);
   if (!reused) {
     return std::nullopt;
   }

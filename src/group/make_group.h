@@ -41,13 +41,16 @@ struct GroupControl {
 // member i's rank in the parent. When the plan is TCP alone, the new group
 // takes those connections over (transport/tcp_reuse.h) instead of dialing.
 // broadcast (may be empty): the survivors' one-to-all send
-// (ControlBlock::broadcast), for a quick shared-memory set-up.
+// (ControlBlock::broadcast), for a quick shared-memory set-up. gather (may
+// be empty): the survivors' all-gather without the side channel's frames,
+// for the TCP take-over's one message (one round, not two: tcp_reuse.h).
 struct Takeover {
   std::shared_ptr<MonitorSlot> slot;
   std::vector<TcpCard> cards;
   std::shared_ptr<WireBank> wires;
   std::vector<int> parent_of;
   std::function<std::string(std::string_view, int)> broadcast;
+  AllGatherFn gather;
 };
 
 // control, when given, receives the group's GroupControl.

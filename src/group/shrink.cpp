@@ -68,13 +68,21 @@ std::shared_ptr<LivenessMonitor> take_over_connections(
     if (static_cast<int>(i) == new_rank) {
       continue;
     }
-    control[i] = std::move(handed[j].fd);
-    taken[i] = std::move(handed[j].taken);
+    control[i] = std::move(handed.peers[j].fd);
+    taken[i] = std::move(handed.peers[j].taken);
     ++j;
+  }
+  // The parent's rank the last decision came from, as a member (not one:
+  // gone, pass it on at once).
+  LivenessMonitor::Inherit inherit = std::move(handed.inherit);
+  if (inherit.held_from >= 0) {
+    auto at = std::find(members.begin(), members.end(), inherit.held_from);
+    inherit.held_from =
+        at == members.end() ? -2 : static_cast<int>(at - members.begin());
   }
   return std::make_shared<LivenessMonitor>(
       new_rank, std::move(control), std::move(state),
-      cfg.get_heartbeat_timeout(), std::move(taken));
+      cfg.get_heartbeat_timeout(), std::move(taken), std::move(inherit));
 }
 
 }  // namespace
@@ -231,9 +239,9 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
             "rank " << parent.job_rank(me) << ": shrink: start " << ms());
   const Millis timeout = parent.config().get_timeout();
   // Every agreement's errors name the parent's members: job ranks out.
-  auto agree = [&](bool ok) {
+  auto agree = [&](bool ok, const std::vector<int>* hand_off_to = nullptr) {
     try {
-      return mon.agree(excl, ok, Deadline::after(timeout));
+      return mon.agree(excl, ok, Deadline::after(timeout), hand_off_to);
     } catch (const Error& e) {
       throw_renamed(e, parent.names());
     }
@@ -274,6 +282,10 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     if (quick) {
       takeover.broadcast =
           survivors_broadcast(mon, members, new_rank, tag0, timeout);
+      // Tags apart from the side channel's calls (tag0 + 1, 2 ...) and the
+      // broadcast's (tag0 + 2^31 + ...).
+      takeover.gather = survivors_all_gather(
+          mon, members, new_rank, tag0 + (uint64_t(1) << 30), timeout);
     }
     if (ctl.cards && ctl.cards->size() == static_cast<size_t>(n)) {
       for (size_t i = 0; i < members.size(); ++i) {
@@ -306,8 +318,18 @@ std::shared_ptr<Group> shrink_group(GroupHandle& parent,
     }
     JACCL_LOG(Debug, "rank " << parent.job_rank(me)
                              << ": shrink: new group set up after " << ms());
-    // Every survivor keeps the new group, or none does.
-    const auto c = agree(inner != nullptr);
+    // Every survivor keeps the new group, or none does. When it is kept,
+    // the monitor's thread gives the connections to the other members away
+    // as soon as the decision is in (take_over_connections then finds them
+    // handed already).
+    std::vector<int> peers;
+    for (int m : members) {
+      if (m != me) {
+        peers.push_back(m);
+      }
+    }
+    const auto c =
+        agree(inner != nullptr, inner != nullptr && slot ? &peers : nullptr);
     JACCL_LOG(Debug, "rank " << parent.job_rank(me)
                              << ": shrink: committed after " << ms());
     const bool member_lost =

@@ -125,6 +125,11 @@ const AgreeDecision* Agreement::last() const {
   return decisions_.empty() ? nullptr : &decisions_.rbegin()->second;
 }
 
+int Agreement::held_from(uint64_t e) const {
+  auto it = held_.find(e);
+  return it == held_.end() ? -1 : it->second;
+}
+
 int Agreement::coordinator(const RankSet& gone) const {
   for (int r = 0; r < size_; ++r) {
     const auto u = static_cast<size_t>(r);

@@ -77,6 +77,9 @@ class Agreement {
   bool on_decision(const AgreeDecision& d, int from);
   // The latest decision held (nullptr: none).
   const AgreeDecision* last() const;
+  // The peer epoch e's decision came from while it is not yet passed on
+  // (its sender not seen gone), or -1.
+  int held_from(uint64_t e) const;
 
   struct Send {
     int to;

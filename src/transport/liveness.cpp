@@ -93,9 +93,9 @@ std::exception_ptr relayed(const Origin& o, int me, int via) {
   return make_error(o.kind, std::move(info));
 }
 
-std::string abort_frame(const Origin& o) {
+std::string abort_frame(const Origin& o, uint8_t gen) {
   return ctl_frame(kCtlAbort, static_cast<uint8_t>(o.kind), o.root,
-                   encode_error_info(o.info, kCtlMaxText));
+                   encode_error_info(o.info, kCtlMaxText), gen);
 }
 
 }  // namespace
@@ -109,6 +109,50 @@ void LivenessMonitor::Shared::enqueue_all(const std::string& f,
                                           bool droppable) {
   for (size_t p = 0; p < out.size(); ++p) {
     if (open[p] && !(droppable && out[p].size() > kCtlMaxQueued)) {
+      out[p] += f;
+    }
+  }
+}
+
+int LivenessMonitor::Shared::hub() const {
+  for (size_t r = 0; r < out.size(); ++r) {
+    if (static_cast<int>(r) == self) {
+      return self;
+    }
+    if (!gone[r] && open[r]) {
+      return static_cast<int>(r);
+    }
+  }
+  return self;
+}
+
+void LivenessMonitor::Shared::rehub() {
+  const int h = hub();
+  if (h == notice_hub) {
+    return;
+  }
+  notice_hub = h;
+  for (const std::string& f : notices) {
+    if (h == self) {
+      enqueue_all(f, false);
+    } else {
+      out[static_cast<size_t>(h)] += f;
+    }
+  }
+}
+
+void LivenessMonitor::Shared::notice(const std::string& f, int from) {
+  rehub();
+  notices.push_back(f);
+  const int h = notice_hub;
+  if (h != self) {
+    if (from != h) {
+      out[static_cast<size_t>(h)] += f;
+    }
+    return;
+  }
+  for (size_t p = 0; p < out.size(); ++p) {
+    if (open[p] && !gone[p] && static_cast<int>(p) != from) {
       out[p] += f;
     }
   }
@@ -128,14 +172,18 @@ void apply_keepalive(int fd, Millis heartbeat_timeout) {
 LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
                                  std::shared_ptr<FailureState> state,
                                  Millis heartbeat_timeout,
-                                 std::vector<Taken> taken)
+                                 std::vector<Taken> taken, Inherit inherit)
     : rank_(rank),
       size_(static_cast<int>(control.size())),
       heartbeat_(heartbeat_timeout),
       state_(std::move(state)),
-      shared_(std::make_shared<Shared>(rank, size_)),
+      shared_(std::make_shared<Shared>(rank, size_, inherit.generation)),
       control_(std::move(control)),
-      taken_(std::move(taken)) {
+      taken_(std::move(taken)),
+      gen_(inherit.generation) {
+  shared_->parent_decide = std::move(inherit.decide);
+  shared_->parent_held_from =
+      shared_->parent_decide.empty() ? -1 : inherit.held_from;
   taken_.resize(control_.size());
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && !control_[static_cast<size_t>(p)].valid() &&
@@ -176,13 +224,15 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
         o.kind == ErrorKind::Excluded) {
       return;  // not a failure: the escalation hook says what it is
     }
-    std::string f = abort_frame(o);
+    std::string f = abort_frame(o, s->gen);
     {
       std::lock_guard<std::mutex> lock(s->mu);
       if (s->stopping) {
         return;
       }
-      s->enqueue_all(f, false);
+      // Learned while handling a peer's frame: that peer knows of a
+      // failure too.
+      s->notice(f, t_notice_from);
     }
     s->wake_up();
   });
@@ -216,11 +266,12 @@ LivenessMonitor::Loop::Loop(LivenessMonitor& m)
       reported_(n_, 0),
       servicing_(n_, 0),
       handoff_(n_, 0),
-      awaiting_(n_, 0),
-      in_(n_) {
+      eof_(n_, 0),
+      in_(n_),
+      next_(n_),
+      rbuf_(size_t(64) << 10) {
   for (size_t p = 0; p < n_; ++p) {
     in_[p] = std::move(m.taken_[p].in);
-    awaiting_[p] = m.taken_[p].awaiting;
   }
 }
 
@@ -258,21 +309,17 @@ void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
     return;
   }
   // What r sent before it failed is read first (a decision among it).
-  if (control_[u].valid() && !servicing_[u] && !handoff_[u]) {
+  if (control_[u].valid() && !servicing_[u] && !eof_[u]) {
     service(u);
   }
   // DEAD goes out before the ABORT that fail() queues: a stopped r, woken,
   // reads first that it was left out.
   const std::string dead =
-      ctl_frame(kCtlDead, 0, r, (cause.empty() ? what : cause).to_wire());
+      shared_.frame(kCtlDead, 0, r, (cause.empty() ? what : cause).to_wire());
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
     shared_.gone[u] = 1;
-    for (size_t p = 0; p < n_; ++p) {
-      if (p != u && shared_.open[p]) {
-        shared_.out[p] += dead;
-      }
-    }
+    shared_.notice(dead, t_notice_from);
     if (shared_.open[u]) {
       // A stopped rank reads this when it wakes: it has been left out.
       shared_.out[u] += dead;
@@ -282,7 +329,8 @@ void LivenessMonitor::Loop::lost(int r, const Detail& what, int sys_errno,
     }
   }
   shared_.cv.notify_all();
-  // Past r's HANDOFF the stream is a shrunk group's: its monitor judges.
+  // Once r's next monitor spoke, the stream is a shrunk group's: its
+  // monitor judges.
   if (!handoff_[u]) {
     close_peer(u);
   }
@@ -332,6 +380,9 @@ void LivenessMonitor::Loop::on_abort_frame(size_t p, uint8_t kind, int32_t root,
       lost(root, rank_ref(root) + " aborted the group", 0);
     }
     return;
+  }
+  if (m_.state_->failed()) {
+    return;  // only the first failure counts: no error to make
   }
   if (auto info = decode_error_info(body)) {
     o.info = std::move(*info);
@@ -387,16 +438,18 @@ void LivenessMonitor::Loop::handle(size_t p, uint8_t type, uint8_t kind,
 
 // Reads what peer p sent, handles complete frames, then EOF or an error.
 void LivenessMonitor::Loop::service(size_t p) {
-  if (handoff_[p]) {
+  if (eof_[p]) {
     return;  // the rest is the next monitor's
   }
   servicing_[p] = 1;
-  char buf[4096];
+  // Reads are done before any frame is handled (a handler may service
+  // another peer), so every call shares one buffer.
+  std::vector<char>& buf = rbuf_;
   int err = -1;  // -1: still open, 0: EOF, >0: errno
   for (;;) {
-    ssize_t k = ::recv(control_[p].get(), buf, sizeof(buf), MSG_DONTWAIT);
+    ssize_t k = ::recv(control_[p].get(), buf.data(), buf.size(), MSG_DONTWAIT);
     if (k > 0) {
-      in_[p].append(buf, static_cast<size_t>(k));
+      in_[p].append(buf.data(), static_cast<size_t>(k));
       last_[p] = Clock::now();
       continue;
     }
@@ -413,8 +466,13 @@ void LivenessMonitor::Loop::service(size_t p) {
     const uint8_t type = static_cast<uint8_t>(s[0]);
     const uint8_t kind = static_cast<uint8_t>(s[1]);
     const uint32_t len = get_u32(bytes_at(s, 8));
-    if (get_u16(bytes_at(s, 2)) != kCtlMagic || type < kCtlHeartbeat ||
-        type > kCtlLast || len > ctl_max_body(type)) {
+    uint8_t gen = 0;
+    const bool known = ctl_generation(get_u16(bytes_at(s, 2)), &gen);
+    const bool mine = known && gen == shared_.gen;
+    const bool next = known && gen == static_cast<uint8_t>(shared_.gen + 1);
+    const bool prev = known && gen == static_cast<uint8_t>(shared_.gen - 1);
+    if (!(mine || next || prev) || type < kCtlHeartbeat || type > kCtlLast ||
+        len > ctl_max_body(type)) {
       fail(ErrorKind::Protocol,
            who + " sent a malformed control frame (type " +
                std::to_string(type) + ", length " + std::to_string(len) + ")",
@@ -425,26 +483,40 @@ void LivenessMonitor::Loop::service(size_t p) {
     }
     if (s.size() < kCtlHeader + len)
       break;
-    if (awaiting_[p]) {
-      // The peer's old monitor still speaking (its ranks, not ours).
-      awaiting_[p] = type != kCtlHandoff;
-      in_[p].erase(0, kCtlHeader + len);
-      continue;
-    }
-    if (type == kCtlHandoff) {
+    if (next) {
+      // The peer's next monitor (a shrunk group's): kept for ours.
+      next_[p].append(s, 0, kCtlHeader + len);
       in_[p].erase(0, kCtlHeader + len);
       handoff_[p] = 1;
-      break;
+      continue;
+    }
+    if (prev) {
+      // The peer's old monitor (its group's ranks, not ours): a vote, from
+      // a survivor that missed the commit, is answered with the decision.
+      if (type == kCtlVote) {
+        std::lock_guard<std::mutex> lock(shared_.mu);
+        if (shared_.open[p]) {
+          shared_.out[p] += shared_.parent_decide;
+        }
+      }
+      in_[p].erase(0, kCtlHeader + len);
+      continue;
     }
     const auto root = static_cast<int32_t>(get_u32(bytes_at(s, 4)));
     // Taken out first: a handler may service other peers (or close this
     // one) before it returns.
     std::string body = s.substr(kCtlHeader, len);
     in_[p].erase(0, kCtlHeader + len);
+    const int outer = t_notice_from;
+    t_notice_from = static_cast<int>(p);
     handle(p, type, kind, root, body);
+    t_notice_from = outer;
   }
   servicing_[p] = 0;
-  // After a HANDOFF an EOF is the next monitor's to read (it stays).
+  // After the next monitor spoke, an EOF is its to read (the socket stays).
+  if (err >= 0 && handoff_[p]) {
+    eof_[p] = 1;
+  }
   if (err >= 0 && control_[p].valid() && !handoff_[p]) {
     close_peer(p);
     if (!goodbye_[p]) {
@@ -459,7 +531,11 @@ void LivenessMonitor::Loop::run() {
   const Millis heartbeat = m_.heartbeat_;
   const Millis period = std::max(Millis(1), heartbeat / 4);
   auto now = Clock::now();
-  auto next_hb = now;
+  // A monitor taking connections over (a shrunk group's) sends its first
+  // heartbeat a period from now, not at once: every peer's new monitor
+  // starts its silence clock now too, and at once it was n (n - 1) frames
+  // just as the new group's first operation starts.
+  auto next_hb = m_.gen_ > 0 ? now + period : now;
 
   std::vector<pollfd> pfds;
   std::vector<size_t> owner;
@@ -487,7 +563,7 @@ void LivenessMonitor::Loop::run() {
     now = Clock::now();
     if (hb_on && now >= next_hb) {
       std::lock_guard<std::mutex> lock(shared_.mu);
-      shared_.enqueue_all(ctl_frame(kCtlHeartbeat, 0, rank_, {}), true);
+      shared_.enqueue_all(shared_.frame(kCtlHeartbeat, 0, rank_, {}), true);
       next_hb = now + period;
     }
     drive_agreement();
@@ -518,8 +594,8 @@ void LivenessMonitor::Loop::run() {
     {
       std::lock_guard<std::mutex> lock(shared_.mu);
       for (size_t p = 0; p < n_; ++p) {
-        if (control_[p].valid() && !(handoff_[p] && shared_.out[p].empty())) {
-          short ev = handoff_[p] ? 0 : POLLIN;
+        if (control_[p].valid() && !(eof_[p] && shared_.out[p].empty())) {
+          short ev = eof_[p] ? 0 : POLLIN;
           if (!shared_.out[p].empty())
             ev |= POLLOUT;
           pfds.push_back(pollfd{control_[p].get(), ev, 0});
@@ -570,7 +646,7 @@ void LivenessMonitor::Loop::run() {
     std::lock_guard<std::mutex> lock(shared_.mu);
     for (size_t p = 0; p < n_; ++p) {
       if (control_[p].valid())
-        shared_.out[p] += ctl_frame(kCtlGoodbye, 0, rank_, {});
+        shared_.out[p] += shared_.frame(kCtlGoodbye, 0, rank_, {});
     }
   }
   flush();

@@ -9,19 +9,27 @@
 //   HEARTBEAT  sent every heartbeat_timeout / 4
 //   GOODBYE    sent when the group is destroyed normally (the peer left)
 //   ABORT      (root rank, error kind, the root's error fields encoded by
-//              common/error_wire.h) sent once to every peer when this
-//              rank's FailureState records its first failure; of kind
-//              Aborted when this rank aborted the group (it is then gone)
-//   DEAD       (root: a rank now failed, body: why) sent to every peer when
-//              this rank learns of a failure first; the failed rank itself
-//              gets it too (if it is only stopped, it reads that it was
-//              excluded when it wakes) and its connection is then closed
-//   REVOKE     (root: the rank that revoked) sent on by every member once
+//              common/error_wire.h) a notice, when this rank's FailureState
+//              records its first failure; of kind Aborted, sent to every
+//              peer directly, when this rank aborted the group (it is then
+//              gone)
+//   DEAD       (root: a rank now failed, body: why) a notice, when this
+//              rank learns of a failure first; the failed rank itself gets
+//              it too, directly (if it is only stopped, it reads that it
+//              was excluded when it wakes) and its connection is then closed
+//   REVOKE     (root: the rank that revoked) a notice, once per member
+// Notices go to the hub (the lowest live rank), which passes on to every
+// peer what is new to it (liveness_loop.h: Shared::notice).
 //   VOTE, DECIDE  the agreement (transport/agreement.h)
 //   MAIL       (body: tag u64, bytes) the survivors' side channel
-//   HANDOFF    the last frame of this monitor on a connection that a shrunk
-//              group's monitor takes over (hand_off); what follows it on
-//              the stream is the new monitor's
+// A shrunk group's monitor takes its parent's connections over (hand_off)
+// and speaks one generation up (control_frame.h): on each connection, what
+// the peer's old monitor sent comes first, then its new monitor's frames;
+// each monitor handles its own generation's and keeps the next one's for
+// its successor. A new monitor answers an old monitor's VOTE with the last
+// decision of its parent (a survivor that missed the commit learns it), and
+// passes that decision on to every peer once its sender is gone (as the
+// agreement passes decisions on lazily).
 //
 // Detection bounds:
 //   - a peer process that dies (SIGKILL, crash, exit without destroying its
@@ -35,7 +43,9 @@
 //     most heartbeat_timeout / 4); with heartbeat_timeout = 0 only TCP
 //     keepalive remains (about 2 minutes on an idle link);
 //   - a failure on any rank reaches every other rank as an ABORT naming the
-//     root cause ("rank 2 reported: ...") in about one network round trip.
+//     root cause ("rank 2 reported: ...") in about two network round trips
+//     (through the hub; a hub that is only stopped delays it by up to
+//     heartbeat_timeout, until it is declared failed).
 // Every survivor's FailureState is failed, so every pending and future
 // operation on it throws (its wake_fd() wakes every blocked poll).
 #pragma once
@@ -52,6 +62,16 @@
 
 namespace jaccl::detail {
 
+// What a monitor taking connections over inherits from the old one: its
+// generation (plus one) and the parent's last decision (a DECIDE frame of
+// the old generation; empty: none), with the member it came from while
+// that one has not been seen gone (-1: none; -2: gone already).
+struct MonitorInherit {
+  uint8_t generation = 0;
+  std::string decide;
+  int held_from = -1;
+};
+
 class LivenessMonitor {
  public:
   // control[p]: connected control socket to peer p (invalid for this rank).
@@ -59,14 +79,14 @@ class LivenessMonitor {
   // A monitor taking connections over (hand_off) gets, per peer, what the
   // old one left (taken[p]; a lost one is reported failed at once).
   struct Taken {
-    std::string in;         // read, not yet handled
-    std::string out;        // queued, not yet sent (ends with our HANDOFF)
-    bool awaiting = false;  // the peer's old monitor's HANDOFF is to come
+    std::string in;   // read, not yet handled
+    std::string out;  // queued, not yet sent (the old monitor's)
     bool lost = false;
   };
+  using Inherit = MonitorInherit;
   LivenessMonitor(int rank, std::vector<Fd> control,
                   std::shared_ptr<FailureState> state, Millis heartbeat_timeout,
-                  std::vector<Taken> taken = {});
+                  std::vector<Taken> taken = {}, Inherit inherit = {});
   // Sends GOODBYE (best effort, non-blocking), stops and joins the thread.
   // Never waits for a peer.
   ~LivenessMonitor();
@@ -93,7 +113,12 @@ class LivenessMonitor {
     std::vector<int> excluded;
     bool ok = true;
   };
-  Decision agree(const std::vector<int>& exclude, bool ok, const Deadline& dl);
+  // hand_off_to: when the decision is ok and fails none of these peers, the
+  // thread gives their connections away (hand_off) as soon as it has the
+  // decision and has passed on what it owes, so that hand_off, called then,
+  // returns at once (a shrink's commit: one wake-up less per survivor).
+  Decision agree(const std::vector<int>& exclude, bool ok, const Deadline& dl,
+                 const std::vector<int>* hand_off_to = nullptr);
 
   // The survivors' side channel: post() sends bytes to each of `to` under
   // tag; take() waits for what `from` posted under tag (PeerLost once
@@ -110,18 +135,22 @@ class LivenessMonitor {
   void drop_mail_below(uint64_t tag);
 
   // Gives the control connections to `peers` away (to a shrunk group's
-  // monitor), so that group needs no connections of its own (collective
-  // over peers): a HANDOFF ends what this monitor sends on each, and the
-  // new monitor skips what the peer's old one sent up to the peer's
-  // HANDOFF. Returns at once (within one turn of the thread), per peer, the
-  // socket (invalid: the connection was lost first) and what goes with it.
-  // This monitor then no longer agrees or carries mail (UsageError).
+  // monitor, of the next generation), so that group needs no connections
+  // of its own (collective over peers): nothing more of this monitor's goes
+  // out on them. Returns at once (within one turn of the thread), per peer,
+  // the socket (invalid: the connection was lost first) and what goes with
+  // it, and what the new monitor inherits (held_from in this group's
+  // ranks). This monitor then no longer agrees or carries mail
+  // (UsageError).
   struct Handed {
     Fd fd;
     Taken taken;
   };
-  std::vector<Handed> hand_off(const std::vector<int>& peers,
-                               const Deadline& dl);
+  struct HandOff {
+    std::vector<Handed> peers;
+    Inherit inherit;
+  };
+  HandOff hand_off(const std::vector<int>& peers, const Deadline& dl);
 
   struct Shared;  // state shared with the hooks and callers
   class Loop;     // the thread's own state (liveness_loop.h)
@@ -137,6 +166,7 @@ class LivenessMonitor {
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
   std::vector<Taken> taken_;  // for the thread's first turn
+  uint8_t gen_ = 0;
   bool full_mesh_ = true;
   std::thread thread_;
 };

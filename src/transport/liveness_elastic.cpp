@@ -31,14 +31,14 @@ void register_escalation_hook(std::weak_ptr<LivenessMonitor::Shared> weak,
         return;
       }
       if (to == GroupStatus::Revoked) {
-        s->enqueue_all(
-            ctl_frame(kCtlRevoke, 0, t_revoker >= 0 ? t_revoker : rank, {}),
-            false);
+        s->notice(
+            s->frame(kCtlRevoke, 0, t_revoker >= 0 ? t_revoker : rank, {}),
+            t_notice_from);
       } else if (to == GroupStatus::Aborted) {
         ErrorInfo info = error_info("this rank aborted the group", {});
         s->enqueue_all(
-            ctl_frame(kCtlAbort, static_cast<uint8_t>(ErrorKind::Aborted), rank,
-                      encode_error_info(info, kCtlMaxText)),
+            s->frame(kCtlAbort, static_cast<uint8_t>(ErrorKind::Aborted), rank,
+                     encode_error_info(info, kCtlMaxText)),
             false);
         s->close_all = true;
       } else if (to == GroupStatus::Excluded) {
@@ -74,8 +74,10 @@ void LivenessMonitor::Loop::on_dead(size_t p, int32_t root,
 }
 
 void LivenessMonitor::Loop::on_revoke(size_t p, int32_t root) {
-  if (root < 0 || static_cast<size_t>(root) >= n_) {
-    return;
+  if (root < 0 || static_cast<size_t>(root) >= n_ ||
+      static_cast<int>(m_.state_->status()) >=
+          static_cast<int>(GroupStatus::Revoked)) {
+    return;  // revoked (or out) already: no error to make
   }
   ErrorInfo info = error_info(
       after_first_failure(*m_.state_, rank_ref(root) + " revoked the group"),
@@ -159,11 +161,13 @@ void LivenessMonitor::Loop::transfer() {
     }
     if (control_[p].valid()) {
       Taken& t = shared_.handed_taken[p];
-      t.in = std::move(in_[p]);
+      // The peer's next monitor's frames, then what is not yet a frame.
+      t.in = std::move(next_[p]);
+      t.in += in_[p];
       in_[p].clear();
+      next_[p].clear();
       t.out = std::move(shared_.out[p]);
       shared_.out[p].clear();
-      t.awaiting = !handoff_[p];
       shared_.handed_fd[p] = std::move(control_[p]);
     }
     shared_.handed[p] = 1;
@@ -171,6 +175,34 @@ void LivenessMonitor::Loop::transfer() {
   }
   if (moved) {
     shared_.cv.notify_all();
+  }
+}
+
+void LivenessMonitor::Shared::give_away(const std::vector<int>& peers) {
+  handed_off = true;
+  for (int r : peers) {
+    const auto u = static_cast<size_t>(r);
+    if (open[u]) {
+      open[u] = 0;  // nothing more of ours on it
+      handing[u] = 1;
+    }
+  }
+}
+
+void LivenessMonitor::Shared::give_away_if_decided() {
+  const AgreeDecision* d =
+      arm_epoch != 0 ? agreement.decision(arm_epoch) : nullptr;
+  if (d == nullptr) {
+    return;
+  }
+  arm_epoch = 0;
+  auto failed = [&](int r) {
+    return static_cast<size_t>(r) < d->failed.size() &&
+           d->failed[static_cast<size_t>(r)] != 0;
+  };
+  if (d->ok && !failed(self) &&
+      std::none_of(arm_peers.begin(), arm_peers.end(), failed)) {
+    give_away(arm_peers);
   }
 }
 
@@ -182,8 +214,8 @@ bool LivenessMonitor::Shared::queue_agreement(int rank) {
       continue;
     }
     out[to] += s.is_decision
-                   ? ctl_frame(kCtlDecide, 0, rank, encode_decision(s.decision))
-                   : ctl_frame(kCtlVote, 0, rank, encode_vote(s.vote));
+                   ? frame(kCtlDecide, 0, rank, encode_decision(s.decision))
+                   : frame(kCtlVote, 0, rank, encode_vote(s.vote));
   }
   return before != 0 && agreement.pending() == 0;
 }
@@ -192,7 +224,20 @@ void LivenessMonitor::Loop::drive_agreement() {
   bool decided = false;
   {
     std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.rehub();  // the hub died: the notices to the next one
     decided = shared_.queue_agreement(rank_);
+    shared_.give_away_if_decided();  // after queueing what we owe
+    // The parent's last decision, once whoever sent it to us is gone: it
+    // may not have reached every survivor (their old monitors read it).
+    const int h = shared_.parent_held_from;
+    if (h == -2 || (h >= 0 && shared_.gone[static_cast<size_t>(h)])) {
+      shared_.parent_held_from = -1;
+      for (size_t p = 0; p < n_; ++p) {
+        if (shared_.open[p]) {
+          shared_.out[p] += shared_.parent_decide;
+        }
+      }
+    }
   }
   if (decided) {
     shared_.cv.notify_all();
@@ -259,30 +304,24 @@ void LivenessMonitor::check_not_handed_off(const char* what) {
   }
 }
 
-std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
+LivenessMonitor::HandOff LivenessMonitor::hand_off(
     const std::vector<int>& peers, const Deadline& dl) {
   throw_if_out(*state_);
-  const std::string f = ctl_frame(kCtlHandoff, 0, rank_, {});
   std::unique_lock<std::mutex> lock(shared_->mu);
   shared_->handed_off = true;
-  // The last decision this rank holds goes on to every member before the
-  // HANDOFF (this monitor passes nothing on after it): a survivor its
-  // coordinator did not reach learns it from us. It rides in the same
-  // write as the HANDOFF.
+  // What this monitor owes the others goes out first (in the taken
+  // connections' queues). The last decision it holds is inherited: the new
+  // monitor passes it on once its sender is gone (this one passes nothing
+  // on any more), and answers an old monitor's vote with it.
   shared_->queue_agreement(rank_);
-  const AgreeDecision* last = shared_->agreement.last();
-  const std::string decided =
-      last != nullptr ? ctl_frame(kCtlDecide, 0, rank_, encode_decision(*last))
-                      : std::string();
-  for (int r : peers) {
-    const auto u = static_cast<size_t>(r);
-    if (shared_->open[u]) {
-      shared_->out[u] += decided;
-      shared_->out[u] += f;
-      shared_->open[u] = 0;  // nothing of ours after the HANDOFF
-      shared_->handing[u] = 1;
-    }
+  HandOff out;
+  out.inherit.generation = static_cast<uint8_t>(shared_->gen + 1);
+  if (const AgreeDecision* last = shared_->agreement.last()) {
+    out.inherit.decide =
+        shared_->frame(kCtlDecide, 0, rank_, encode_decision(*last));
+    out.inherit.held_from = shared_->agreement.held_from(last->epoch);
   }
+  shared_->give_away(peers);  // done already after agree(hand_off_to)
   shared_->wake_up();
   auto waiting_for = [&] {
     std::vector<int> waiting;
@@ -306,22 +345,27 @@ std::vector<LivenessMonitor::Handed> LivenessMonitor::hand_off(
                   ranks_ref(waiting) + " over to the shrunk group",
               {.rank = rank_});
       });
-  std::vector<Handed> out(peers.size());
+  out.peers.resize(peers.size());
   for (size_t i = 0; i < peers.size(); ++i) {
     const auto u = static_cast<size_t>(peers[i]);
-    out[i].fd = std::move(shared_->handed_fd[u]);
-    out[i].taken = std::move(shared_->handed_taken[u]);
-    out[i].taken.lost = !out[i].fd.valid();
+    out.peers[i].fd = std::move(shared_->handed_fd[u]);
+    out.peers[i].taken = std::move(shared_->handed_taken[u]);
+    out.peers[i].taken.lost = !out.peers[i].fd.valid();
   }
   return out;
 }
 
 LivenessMonitor::Decision LivenessMonitor::agree(
-    const std::vector<int>& exclude, bool ok, const Deadline& dl) {
+    const std::vector<int>& exclude, bool ok, const Deadline& dl,
+    const std::vector<int>* hand_off_to) {
   throw_if_out(*state_);
   check_not_handed_off("agreeing on the failed ranks");
   std::unique_lock<std::mutex> lock(shared_->mu);
   const uint64_t epoch = shared_->agreement.begin(set_of(exclude, size_), ok);
+  if (hand_off_to != nullptr) {
+    shared_->arm_epoch = epoch;
+    shared_->arm_peers = *hand_off_to;
+  }
   shared_->wake_up();
   wait_until(
       *shared_, *state_, lock, dl,
@@ -344,7 +388,7 @@ void LivenessMonitor::post(uint64_t tag, const std::vector<int>& to,
   std::string body(8, '\0');
   put_u64(reinterpret_cast<uint8_t*>(body.data()), tag);
   body.append(bytes);
-  const std::string f = ctl_frame(kCtlMail, 0, rank_, body);
+  const std::string f = shared_->frame(kCtlMail, 0, rank_, body);
   {
     std::lock_guard<std::mutex> lock(shared_->mu);
     for (int r : to) {

@@ -18,9 +18,16 @@
 
 namespace jaccl::detail {
 
-struct LivenessMonitor::Shared {
-  explicit Shared(int rank, int size) : agreement(rank, size) {}
+// The peer whose frame the monitor thread is handling (-1: none, or a
+// caller's thread): a notice learned from the hub is not sent back to it.
+inline thread_local int t_notice_from = -1;
 
+struct LivenessMonitor::Shared {
+  Shared(int rank, int size, uint8_t generation)
+      : self(rank), gen(generation), agreement(rank, size) {}
+
+  const int self;
+  const uint8_t gen;  // of this monitor's frames (control_frame.h)
   std::mutex mu;
   std::condition_variable cv;    // callers wait for decisions and mail
   std::vector<std::string> out;  // bytes queued per peer
@@ -41,13 +48,50 @@ struct LivenessMonitor::Shared {
   std::vector<Fd> handed_fd;
   std::vector<Taken> handed_taken;
   bool handed_off = false;
+  // Taken over (under mu): the parent's last decision as its monitor sent
+  // it, and whom it came from (liveness.h: Inherit).
+  std::string parent_decide;
+  int parent_held_from = -1;
+  // agree(hand_off_to): the epoch whose ok decision hands these peers'
+  // connections off (0: none).
+  uint64_t arm_epoch = 0;
+  std::vector<int> arm_peers;
 
+  // Notices (DEAD, ABORT, REVOKE) travel through a hub, the lowest rank
+  // neither gone nor unreachable (the agreement's coordinator): a member
+  // sends its notice to the hub alone, and the hub passes what is new to it
+  // on to every peer. At 64 ranks on a few cores, every member telling
+  // every peer was n (n - 1) frames a notice, each a monitor's wake-up (most
+  // of a shrink's time). Every notice sent is kept: when the hub changes (it
+  // died, maybe half-way through passing one on), each member sends all of
+  // them to the new hub, and a member that becomes the hub sends them to
+  // every peer; notices only ever add to what a member knows, so one twice
+  // is harmless.
+  std::vector<std::string> notices;
+  int notice_hub = -1;  // where the notices went last (-1: nowhere yet)
+
+  // A frame of this monitor's generation.
+  std::string frame(uint8_t type, uint8_t kind, int32_t root,
+                    std::string_view body) const {
+    return ctl_frame(type, kind, root, body, gen);
+  }
   void wake_up();
   // Caller holds mu.
   void enqueue_all(const std::string& f, bool droppable);
+  // Caller holds mu. A notice, learned from peer `from` (-1: here); not
+  // sent back to the hub when it came from there.
+  void notice(const std::string& f, int from);
+  // Caller holds mu. After a change of hub, every notice again (above).
+  void rehub();
+  int hub() const;
   // Queues the agreement's votes and decisions to send (caller holds mu);
   // true when the pending epoch was decided now.
   bool queue_agreement(int rank);
+  // Caller holds mu: nothing more of this monitor's goes out to peers,
+  // whose connections the thread moves out at its next transfer().
+  void give_away(const std::vector<int>& peers);
+  // Caller holds mu: agree(hand_off_to)'s decision is in: give away.
+  void give_away_if_decided();
 };
 
 // Registers the hook that tells the peers of a revoke or an abort, and
@@ -97,10 +141,14 @@ class LivenessMonitor::Loop {
   std::vector<Fd>& control_;
   Shared& shared_;
   std::vector<Clock::time_point> last_;
-  // handoff_: p's HANDOFF was read: p is no longer read from. awaiting_:
-  // a taken-over connection whose old monitor's frames are still to skip.
-  std::vector<char> goodbye_, reported_, servicing_, handoff_, awaiting_;
-  std::vector<std::string> in_;
+  // handoff_: p's next monitor spoke (its frames go to next_[p], for ours;
+  // its EOF is the next monitor's to read). eof_: p's stream ended after
+  // that (not polled any more).
+  std::vector<char> goodbye_, reported_, servicing_, handoff_, eof_;
+  std::vector<std::string> in_, next_;
+  // service()'s reads: a survivors' side-channel reply (33 KiB at 64 ranks)
+  // in one call.
+  std::vector<char> rbuf_;
   bool mail_news_ = false;  // mail arrived this turn: wake the callers
 };
 

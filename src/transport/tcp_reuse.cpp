@@ -101,7 +101,8 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
                                            WireBank& bank,
                                            const std::vector<int>& parent_of,
                                            const std::vector<int>& want,
-                                           int slots) {
+                                           int slots,
+                                           const AllGatherFn& gather) {
   const int rank = cfg.get_rank();
   const int size = cfg.get_size();
   const auto n = static_cast<size_t>(size);
@@ -139,7 +140,11 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
     }
   }
   std::vector<char> all(bytes * n);
-  sc.all_gather(mine.data(), all.data(), bytes);
+  if (gather) {
+    gather(mine.data(), all.data(), bytes);
+  } else {
+    sc.all_gather(mine.data(), all.data(), bytes);
+  }
   bool every = true, any_short = false;
   for (size_t r = 0; r < n; ++r) {
     const auto* a = reinterpret_cast<const uint8_t*>(all.data() + r * bytes);

@@ -44,11 +44,15 @@ struct ReusedWires {
 // slots: the most wires any pair wants (the same on every member). Returns
 // nullopt when some member cannot take its connections over (then every
 // member dials them all). Throws when a member is lost meanwhile (sc's
-// abort fd) or at the set-up's deadline.
+// abort fd) or at the set-up's deadline. gather (may be empty): an
+// all-gather among the same members to use instead of sc's, without its
+// frames: past 200 bytes (24 ranks) sc takes two rounds for the message,
+// each a wake-up of every member; the message carries its own magic.
 std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
                                            WireBank& bank,
                                            const std::vector<int>& parent_of,
                                            const std::vector<int>& want,
-                                           int slots);
+                                           int slots,
+                                           const AllGatherFn& gather = {});
 
 }  // namespace jaccl::detail

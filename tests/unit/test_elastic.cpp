@@ -28,6 +28,7 @@
 #include "support/proc.h"
 #include "support/rank_list.h"
 #include "transport/agreement.h"
+#include "transport/control_frame.h"
 
 namespace {
 
@@ -227,6 +228,40 @@ TEST(Agreement, DecisionIsNotRelayedWhileItsSenderLives) {
   net.run();
   expect_none_failed(net, e, {0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_EQ(net.decisions_sent, 7);
+}
+
+TEST(Agreement, HeldDecisionNamesItsSenderUntilPassedOn) {
+  // What a shrunk group's monitor inherits (liveness.h): the member the
+  // last decision came from, while that one lives.
+  Net net(4);
+  uint64_t e = 0;
+  for (int r = 0; r < 4; ++r) {
+    e = net.members[static_cast<size_t>(r)].begin(RankSet(4, 0), true);
+  }
+  net.run();
+  EXPECT_EQ(net.members[0].held_from(e), -1);  // decided it
+  EXPECT_EQ(net.members[2].held_from(e), 0);
+  net.kill(0);
+  net.notice(0);
+  net.run();  // passed on now
+  EXPECT_EQ(net.members[2].held_from(e), -1);
+}
+
+TEST(ControlFrame, GenerationsRoundTripInTheMagic) {
+  using namespace jaccl::detail;
+  EXPECT_EQ(ctl_magic(0), kCtlMagic);
+  for (int g : {0, 1, 2, 200, 229, 230, 255}) {
+    uint8_t got = 0;
+    ASSERT_TRUE(ctl_generation(ctl_magic(static_cast<uint8_t>(g)), &got)) << g;
+    EXPECT_EQ(got, g);
+    const std::string f =
+        ctl_frame(kCtlHeartbeat, 0, 3, {}, static_cast<uint8_t>(g));
+    EXPECT_EQ(get_u16(reinterpret_cast<const uint8_t*>(f.data()) + 2),
+              ctl_magic(static_cast<uint8_t>(g)));
+  }
+  uint8_t got = 0;
+  EXPECT_FALSE(ctl_generation(0x1AC7, &got));
+  EXPECT_FALSE(ctl_generation(0, &got));
 }
 
 TEST(Agreement, VoteForADecidedEpochIsAnswered) {
