@@ -141,7 +141,6 @@ class TcpLink final : public Link {
   void clear() override {
     sends_ = MsgQueue{};
     recvs_ = MsgQueue{};
-    hinted_ = false;  // a poll of an op that ended says nothing of the next
   }
 
  private:
