@@ -125,30 +125,6 @@ void check_or_flush(std::span<Link*> links, const Transfer& got,
   }
 }
 
-// A wait on the last link alone sleeps at most this long before the
-// rank waits on every link again, for the rest of the run: a safety net,
-// not a tuning (every sender posts its messages at the start of its round,
-// so the last one's arrival needs nothing from this rank's other links).
-constexpr int kWaitLastMs = 5;
-
-// With every send done, the link of the last receive still pending (in
-// posting order: the peer of the latest step, whose message leaves its
-// sender last): waiting on it alone, the rank is not woken by each earlier
-// arrival. Null while a send is pending (wait on every link).
-Link* last_wait(std::span<Transfer> xs) {
-  Link* last = nullptr;
-  for (const Transfer& x : xs) {
-    if (x.msg.done) {
-      continue;
-    }
-    if (x.is_send) {
-      return nullptr;
-    }
-    last = x.link;
-  }
-  return last;
-}
-
 }  // namespace
 
 void arm(Transfer& x, char* buf, size_t len) {
@@ -196,7 +172,6 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
     }
   }
   ws.progressed();
-  bool wait_last = ctx.wait_last;
   for (;;) {
     bool moved = false;
     for (Link* l : used) {
@@ -226,24 +201,10 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
       continue;  // what it armed may be in already
     }
     ws.clear();
-    Link* only = wait_last ? last_wait(xs) : nullptr;
     for (Link* l : used) {
-      if (only == nullptr || l == only) {
-        l->want(ws);
-      }
+      l->want(ws);
     }
-    if (only != nullptr) {
-      ws.cap_sleep(kWaitLastMs);
-    }
-    const bool ok =
-        ws.wait(ctx.deadline, *ctx.state, ctx.spin_us, ctx.name, ctx.rank);
-    for (Link* l : used) {
-      l->polled(ws);
-    }
-    if (only != nullptr && ws.slept_out()) {
-      wait_last = false;  // nothing came on the last link: watch them all
-    }
-    if (!ok) {
+    if (!ws.wait(ctx.deadline, *ctx.state, ctx.spin_us, ctx.name, ctx.rank)) {
       // Name the first peer we still wait for.
       for (const Transfer& x : xs) {
         if (!x.msg.done) {

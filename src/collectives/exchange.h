@@ -64,10 +64,6 @@ struct OpContext {
   // ranks may outnumber cores): a loopback reply often comes within ~15 us,
   // and a sleep + wake-up costs about as much again.
   int spin_us = 0;
-  // Once every send is done, sleep on the link of the last pending
-  // receive alone (run_transfers), not on every link: with more ranks than
-  // cores each earlier arrival would wake the rank for part of its work.
-  bool wait_last = false;
   // Job ranks of the group's members (empty: member i is rank i).
   const std::vector<int>* names = nullptr;
   // The job rank of member `peer`, for messages.

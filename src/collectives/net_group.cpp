@@ -288,9 +288,6 @@ class NetGroup final : public Group {
     ctx.deadline = dl;
     ctx.state = net_.state.get();
     ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
-    // Ranks that do not spin (more of them than cores) sleep on one
-    // socket at a time (OpContext::wait_last).
-    ctx.wait_last = !use_ring && spin_us_ == 0 && net_.transport == "tcp";
     return ctx;
   }
 

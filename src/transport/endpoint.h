@@ -115,9 +115,6 @@ class Link {
   virtual void flush_headers() = 0;
   // Forgets every posted message (end of an op, or after a failure).
   virtual void clear() = 0;
-  // The wait set ws has just polled (after want(ws)): the link may note
-  // what its descriptor reported, for the next progress() only.
-  virtual void polled(const WaitSet& ws) { (void)ws; }
 };
 
 // Waiting on a set of links: spin briefly, then sleep until a link may
@@ -153,19 +150,6 @@ class WaitSet {
   // the group's failure when woken by it.
   bool wait(const Deadline& dl, FailureState& state, int spin_us,
             const char* op, int rank);
-  // What the last wait()'s poll reported for fd (poll's revents), or -1
-  // when it did not poll fd (not added, or no poll since clear()).
-  int revents(int fd) const;
-  // The next wait() sleeps at most ms and then returns true even when
-  // nothing is ready (slept_out() tells); cleared by clear().
-  void cap_sleep(int ms) {
-    capped_ = true;
-    if (max_sleep_ms_ < 0 || ms < max_sleep_ms_) {
-      max_sleep_ms_ = ms;
-    }
-  }
-  // Whether the last wait() returned from a capped sleep with nothing ready.
-  bool slept_out() const { return slept_out_; }
 
  private:
   struct Item {
@@ -176,9 +160,6 @@ class WaitSet {
   std::vector<Item> items_;
   bool ready_ = false;
   bool driven_ = false;
-  bool polled_ = false;  // items_' revents are the last poll's
-  bool capped_ = false;
-  bool slept_out_ = false;
   int max_sleep_ms_ = -1;
   bool spinning_ = false;
   long long spin_until_ns_ = 0;

@@ -1,7 +1,6 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/tcp_endpoint.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -89,27 +88,13 @@ class TcpLink final : public Link {
 
   bool progress(const char* op) override {
     bool moved = false;
-    // Right after a poll that watched this socket, a direction it did not
-    // report ready is not tried: the system call would only fail with
-    // EAGAIN (4 ranks, 64 KiB all_to_all: about one such recvmsg per rank
-    // and call).
-    const bool hinted = hinted_;
-    hinted_ = false;
-    if (!sends_.empty() &&
-        (!hinted || (revents_ & (POLLOUT | POLLERR | POLLHUP)) != 0)) {
+    if (!sends_.empty()) {
       moved |= pump(sends_, true, op);
     }
-    if (!recvs_.empty() && (!hinted || ahead_len_ != 0 ||
-                            (revents_ & (POLLIN | POLLERR | POLLHUP)) != 0)) {
+    if (!recvs_.empty()) {
       moved |= pump(recvs_, false, op);
     }
     return moved;
-  }
-
-  void polled(const WaitSet& ws) override {
-    const int ev = ws.revents(fd_.get());
-    hinted_ = ev >= 0;
-    revents_ = ev;
   }
 
   void want(WaitSet& ws) override {
@@ -304,9 +289,6 @@ class TcpLink final : public Link {
   std::shared_ptr<WireCount> count_;  // may be null
   MsgQueue sends_;
   MsgQueue recvs_;
-  // What the last poll reported (polled()), for the next progress() only.
-  bool hinted_ = false;
-  int revents_ = 0;
   // Bytes of the stream read past the posted receives, for the next ones
   // (allocated on the first small receive; kept across ops: stream order).
   std::unique_ptr<char[]> ahead_;

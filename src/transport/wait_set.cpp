@@ -23,22 +23,7 @@ void WaitSet::clear() {
   items_.clear();
   ready_ = false;
   driven_ = false;
-  polled_ = false;
-  capped_ = false;
-  slept_out_ = false;
   max_sleep_ms_ = -1;
-}
-
-int WaitSet::revents(int fd) const {
-  if (!polled_) {
-    return -1;
-  }
-  for (const Item& it : items_) {
-    if (it.fd == fd) {
-      return it.revents;
-    }
-  }
-  return -1;
 }
 
 void WaitSet::add_fd(int fd, bool read, bool write) {
@@ -112,7 +97,6 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     }
     now_ns_ = static_cast<long long>(
         now_ns());  // for the next round, and spinning() after a sleep
-    polled_ = rc >= 0;
     if (fds[n - 1].revents != 0) {
       state.throw_if_failed();
     }
@@ -128,10 +112,6 @@ bool WaitSet::wait(const Deadline& dl, FailureState& state, int spin_us,
     }
     if (driven_ && rc == 0) {
       return true;  // a spin round, or a bounded sleep: progress again
-    }
-    if (capped_ && rc == 0 && !spin) {
-      slept_out_ = true;
-      return true;
     }
   }
 }
