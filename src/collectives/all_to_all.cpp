@@ -1,6 +1,7 @@
 // Copyright 2026 the jaccl authors.
 #include "collectives/all_to_all.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -236,6 +237,138 @@ Counts all_to_allv(Links& l, const OpContext& ctx, const char* src,
   l.run(ctx, {on_row, &v});
   for (auto& d : st.drop) {
     std::vector<char>().swap(d);  // only an error needed them
+  }
+  return {st.counts.data(), n};
+}
+
+namespace {
+
+struct BruckV {
+  Links& l;
+  VState& st;
+  int k = 0;        // the round
+  int from = 0;     // its sender
+  size_t rows = 0;  // rows it carries
+  size_t data = 0;  // index of its blocks' receive in l.xfers
+  std::vector<size_t>* lens = nullptr;  // per distance with bit k: length
+};
+
+// Row r - j of the matrix (mod n).
+uint64_t* row_of(VState& st, int n, int r, int j) {
+  const int who = ((r - j) % n + n) % n;
+  return st.counts.data() +
+         static_cast<size_t>(who) * 2 * static_cast<size_t>(n);
+}
+
+// A round's rows are in: store them, then post its blocks' receive with
+// the length they give.
+bool on_rows(void* self, Transfer& x) {
+  auto& b = *static_cast<BruckV*>(self);
+  if (x.bare) {
+    return false;  // the blocks
+  }
+  const int n = b.l.size;
+  const size_t row = 2 * static_cast<size_t>(n);
+  for (size_t j = 0; j < b.rows; ++j) {
+    std::memcpy(row_of(b.st, n, b.from, static_cast<int>(j)),
+                b.st.rows.data() + j * row, row * sizeof(uint64_t));
+  }
+  const Counts c{b.st.counts.data(), n};
+  const int d = 1 << b.k;
+  size_t total = 0;
+  b.lens->clear();
+  for (int i = 1; i < n; ++i) {
+    if (((i >> b.k) & 1) == 0) {
+      continue;
+    }
+    const int origin = ((b.from - i % d) % n + n) % n;
+    const size_t len = c.sends(origin, (origin + i) % n);
+    b.lens->push_back(len);
+    total += len;
+  }
+  auto& buf = b.st.in[static_cast<size_t>(b.k)];
+  buf.resize(total);
+  arm(b.l.xfers[b.data], buf.data(), total);
+  return true;
+}
+
+}  // namespace
+
+Counts all_to_allv_bruck(Links& l, const OpContext& ctx, const char* src,
+                         std::span<const size_t> send, char* dst,
+                         std::span<const size_t> recv, VState& st) {
+  const int n = l.size;
+  const int r = l.rank;
+  const auto un = static_cast<size_t>(n);
+  const size_t row = 2 * un;
+  const size_t row_bytes = row * sizeof(uint64_t);
+  st.counts.assign(row * un, 0);
+  fill_row(send, recv, st.counts.data() + static_cast<size_t>(r) * row);
+  offsets_of(send, st.soff);
+  offsets_of(recv, st.roff);
+  st.at.resize(un);
+  st.len.resize(un);
+  for (size_t i = 0; i < un; ++i) {
+    const size_t to = (static_cast<size_t>(r) + i) % un;
+    st.at[i] = src + st.soff[to];
+    st.len[i] = send[to];
+  }
+  const int rounds = bruck_rounds(n);
+  st.in.resize(static_cast<size_t>(rounds));
+  std::vector<size_t> lens;
+  for (int k = 0; k < rounds; ++k) {
+    const int d = 1 << k;
+    const auto m = static_cast<size_t>(std::min(d, n - d));
+    size_t bytes = m * row_bytes;
+    for (int i = 1; i < n; ++i) {
+      if ((i >> k) & 1) {
+        bytes += st.len[static_cast<size_t>(i)];
+      }
+    }
+    st.out.resize(bytes);
+    char* p = st.out.data();
+    for (size_t j = 0; j < m; ++j) {
+      std::memcpy(p, row_of(st, n, r, static_cast<int>(j)), row_bytes);
+      p += row_bytes;
+    }
+    for (int i = 1; i < n; ++i) {
+      const auto ui = static_cast<size_t>(i);
+      if (((i >> k) & 1) != 0 && st.len[ui] != 0) {
+        std::memcpy(p, st.at[ui], st.len[ui]);
+        p += st.len[ui];
+      }
+    }
+    const int to = (r + d) % n;
+    const int from = ((r - d) % n + n) % n;
+    st.rows.resize(m * row);
+    l.add_send(to, 0, ctx, st.out.data(), bytes);
+    l.add_recv(from, 0, st.rows.data(), m * row_bytes);
+    BruckV b{l, st, k, from, m, l.xfers.size(), &lens};
+    Transfer& x = l.add_recv(from, 0, nullptr, 0);
+    x.bare = x.deferred = true;
+    l.run(ctx, {on_rows, &b});
+    size_t off = 0;
+    size_t next = 0;
+    for (int i = 1; i < n; ++i) {
+      const auto ui = static_cast<size_t>(i);
+      if ((i >> k) & 1) {
+        st.at[ui] = st.in[static_cast<size_t>(k)].data() + off;
+        st.len[ui] = lens[next];
+        off += lens[next++];
+      }
+    }
+  }
+  // Distance i now holds the block of rank r - i.
+  for (size_t i = 1; i < un; ++i) {
+    const size_t origin = (static_cast<size_t>(r) + un - i) % un;
+    if (st.len[i] == recv[origin] && st.len[i] != 0) {
+      std::memcpy(dst + st.roff[origin], st.at[i], st.len[i]);
+    }
+  }
+  for (auto& b : st.in) {
+    if (b.capacity() > (size_t(1) << 20)) {
+      std::vector<char>().swap(b);  // a large op's: not kept
+    }
   }
   return {st.counts.data(), n};
 }

@@ -84,6 +84,14 @@ struct VState {
   std::vector<size_t> first;  // per peer: its first block receive in xfers
   // Per peer: where a block whose counts disagree goes (dropped).
   std::vector<std::vector<char>> drop;
+  // Bruck's rounds (all_to_allv_bruck): per distance i, where the block
+  // now held for rank + i is and its length; one round's outgoing bytes;
+  // the rows that arrive in a round; each round's incoming blocks.
+  std::vector<const char*> at;
+  std::vector<size_t> len;
+  std::vector<char> out;
+  std::vector<uint64_t> rows;
+  std::vector<std::vector<char>> in;
 };
 
 // all_to_allv over links in one round (one rank: no transfers): to every peer
@@ -96,5 +104,20 @@ struct VState {
 Counts all_to_allv(Links& l, const OpContext& ctx, const char* src,
                    std::span<const size_t> send, char* dst,
                    std::span<const size_t> recv, VState& st);
+
+// all_to_allv in Bruck's rounds, for the same ranks as all_to_all_bruck
+// (fewer, larger messages): round k sends rank + 2^k, under the op header,
+// the rows of the counts matrix this rank knows and that rank lacks (rows
+// rank, rank - 1, ..., min(2^k, n - 2^k) of them), then every block it
+// holds at a distance with bit k set; the receiver learns those blocks'
+// lengths from the rows in front of them (a block at distance i comes
+// from rank sender - i mod 2^k). After the last round every rank holds the
+// whole matrix and every block sent to it; a block is copied into dst
+// only where the counts agree. Returns the matrix for the caller to check;
+// the own block is not copied. ctx.desc.algo must be Algo::Bruck on every
+// rank.
+Counts all_to_allv_bruck(Links& l, const OpContext& ctx, const char* src,
+                         std::span<const size_t> send, char* dst,
+                         std::span<const size_t> recv, VState& st);
 
 }  // namespace jaccl::detail::a2a
