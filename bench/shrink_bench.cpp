@@ -10,7 +10,8 @@
 // "ready_at", "shrink_ms"}
 // (realtime ms; shrink_ms = the slowest survivor's error-to-ready time).
 // SHRINK_TRACE=1: every survivor also prints "TRACE <rank> error|shrunk|ready
-// <wall ms mod 10^6>" on stderr, to line up with shrink's JACCL_LOG=debug phases.
+// <wall ms mod 10^6>" on stderr, to line up with shrink's JACCL_LOG=debug
+// phases.
 #include <jaccl/jaccl.h>
 #include <signal.h>
 #include <unistd.h>
