@@ -93,15 +93,8 @@ struct Helper {
 bool Server::pump_result(int r) {
   Conn& c = conns_[r];
   if (int e = c.out.pump(c.fd.get()); e != 0) {
-    // Everyone else still gets the result; the loss is reported at the
-    // next call, where every rank can hear about it.
-    JACCL_LOG(Info, "coordinator " << address_ << ": lost rank " << r
-                                   << " while sending the result of "
-                                   << call_name() << ": " << std::strerror(e));
     c.lost = true;
-    if (lost_rank_ < 0) {
-      lost_rank_ = r;
-    }
+    lost_sending(r, e);
     watch(r, 0);
     return false;
   }
@@ -113,6 +106,17 @@ bool Server::pump_result(int r) {
   }
   watch(r, EPOLLOUT);
   return true;
+}
+
+// Everyone else still gets the result; the loss is reported at the next
+// call, where every rank can hear about it.
+void Server::lost_sending(int r, int err) {
+  JACCL_LOG(Info, "coordinator " << address_ << ": lost rank " << r
+                                 << " while sending the result of "
+                                 << call_name() << ": " << std::strerror(err));
+  if (lost_rank_ < 0) {
+    lost_rank_ = r;
+  }
 }
 
 void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
@@ -226,13 +230,7 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
       std::rethrow_exception(helper.error);
     }
     for (const auto& [r, e] : helper.lost) {
-      JACCL_LOG(Info, "coordinator " << address_ << ": lost rank " << r
-                                     << " while sending the result of "
-                                     << call_name() << ": "
-                                     << std::strerror(e));
-      if (lost_rank_ < 0) {
-        lost_rank_ = r;
-      }
+      lost_sending(r, e);
     }
     if (!helper.unfinished.empty()) {
       timed_out();

@@ -121,6 +121,9 @@ class Server {
   void check_sizes(size_t n);
   // Pumps rank r's reply; false once it is finished or lost.
   bool pump_result(int r);
+  // Rank r broke (errno err) while its result went out: logged, and named
+  // at the next call if it is the first.
+  void lost_sending(int r, int err);
   void send_result(const char* dst, size_t total, const Deadline& dl);
   // Tells every connected rank about the failure (best effort, bounded),
   // then throws it here. Ranks in the middle of a reply cannot take another

@@ -249,17 +249,19 @@ class NetGroup final : public Group {
                              2 * links_.size * sizeof(uint64_t), false, dl);
     ctx.desc.streams = static_cast<uint8_t>(streams_);
     // Bruck's rounds under all_to_all's rule, judged by the previous
-    // call's blocks (every rank holds the same matrix after a call, so
-    // every rank decides alike; a rank's own counts would not).
+    // call's mean block (its matrix, kept in v_; none before the first
+    // call): every rank holds the same matrix after a call, so every rank
+    // decides alike (a rank's own counts would not).
+    const auto cells =
+        static_cast<uint64_t>(links_.size) * static_cast<uint64_t>(links_.size);
     const bool bruck =
-        bruck_max_block_ != 0 && v_mean_block_ <= bruck_max_block_;
+        bruck_max_block_ != 0 && !v_.counts.empty() &&
+        a2a::Counts{v_.counts.data(), links_.size}.total() / cells <=
+            bruck_max_block_;
     ctx.desc.algo = bruck ? Algo::Bruck : Algo::Mesh;
     const a2a::Counts c =
         bruck ? a2a::all_to_allv_bruck(links_, ctx, src, send, dst, recv, v_)
               : a2a::all_to_allv(links_, ctx, src, send, dst, recv, v_);
-    const auto cells =
-        static_cast<uint64_t>(links_.size) * static_cast<uint64_t>(links_.size);
-    v_mean_block_ = c.total() / cells;
     ops_.agreed([&] {
       a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
     });
@@ -330,11 +332,8 @@ class NetGroup final : public Group {
   OpRunner ops_;  // every op's lock, checks, deadline and failure rule
   Links links_;
   std::vector<char> tmp_;
-  size_t streams_ = 1;  // wires per pair (all_to_all headers)
-  a2a::VState v_;       // all_to_allv's counts and scratch
-  // The previous all_to_allv's mean block (total / size^2), the same on
-  // every rank; none before the first call.
-  uint64_t v_mean_block_ = UINT64_MAX;
+  size_t streams_ = 1;                // wires per pair (all_to_all headers)
+  a2a::VState v_;                     // all_to_allv's counts and scratch
   std::unique_ptr<RingEngine> ring_;  // last: its threads stop first
 };
 

@@ -25,10 +25,15 @@ namespace jaccl::detail {
 
 namespace {
 
-// Where rank stands among its host's members (members.size(): nowhere).
+// Where rank stands among its host's members; a rank that is not one is
+// an internal error (the caller's plan put it on the wrong host).
 int member_index(const std::vector<int>& members, int rank) {
-  return static_cast<int>(std::find(members.begin(), members.end(), rank) -
-                          members.begin());
+  const auto at = std::find(members.begin(), members.end(), rank);
+  if (at == members.end()) {
+    raise(ErrorKind::Internal, "this rank is not among its host's members",
+          {.rank = rank});
+  }
+  return static_cast<int>(at - members.begin());
 }
 
 uint64_t pid_namespace() {
@@ -449,10 +454,6 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   const int rank = cfg.get_rank();
   const int size = static_cast<int>(members.size());
   const int me = member_index(members, rank);
-  if (me == size) {
-    raise(ErrorKind::Internal, "this rank is not among its host's members",
-          {.rank = rank});
-  }
   Setup s{&sc, members, rank, members.front(), size == 1, {}, {}};
   const bool creator = rank == s.creator;
   const FailureState* state = conns.state.get();
