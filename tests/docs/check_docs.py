@@ -9,10 +9,11 @@ one marker saying how it is checked:
       a shell block, executed with bash -e -o pipefail in a scratch directory
       where `build` is the build tree and every other top-level entry of the
       source tree is at hand (`examples/`, `scripts/`, `docs/`), with the
-      caller's JACCL_*, MLX_* and launcher variables removed. `needs` names
-      CMake targets the block uses: when one is not configured in this build
-      (an optional dependency is missing) the block is skipped, said so; when
-      it is configured it must have been built.
+      caller's JACCL_*, MLX_*, launcher variables and PYTHONUNBUFFERED
+      removed. `needs` names CMake targets the block uses: when one is not
+      configured in this build (an optional dependency is missing) the
+      block is skipped, said so; when it is configured it must have been
+      built.
   <!-- check: output -->
       what the previous `run` block printed: every non-empty line must be a
       line of that output (`...` in a line matches anything).
@@ -52,8 +53,10 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)(.*)$")
 SKIPPED = object()  # the last run block was skipped: so is its output
 MARKER = re.compile(r"^\s*<!--\s*check:\s*(\S+)\s*(.*?)\s*-->\s*$")
+# PYTHONUNBUFFERED too: with it, print() writes a line and its newline in two
+# writes, and the lines of ranks sharing one stdout interleave mid-line.
 DROP_ENV = re.compile(r"^(JACCL_|MLX_|OMPI_|PMI|PMIX_|SLURM_|RANK$|WORLD_SIZE$|"
-                      r"LOCAL_RANK$|MASTER_)")
+                      r"LOCAL_RANK$|MASTER_|PYTHONUNBUFFERED$)")
 
 
 class Block:
