@@ -227,11 +227,12 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     std::string f = abort_frame(o, s->gen);
     {
       std::lock_guard<std::mutex> lock(s->mu);
-      if (s->stopping) {
-        return;
-      }
       // Learned while handling a peer's frame: that peer knows of a
-      // failure too.
+      // failure too. Queued even while stopping: the state reads as failed
+      // before its hooks run, so the op thread may see the failure and
+      // destroy the group first; the loop's last flush still sends this
+      // ahead of its GOODBYE. Dropped, a hub would leave a member waiting
+      // in an op for a peer that said goodbye.
       s->notice(f, t_notice_from);
     }
     s->wake_up();

@@ -26,10 +26,9 @@ void register_escalation_hook(std::weak_ptr<LivenessMonitor::Shared> weak,
       return;
     }
     {
+      // Even while stopping (see the ABORT hook in liveness.cpp): a revoke
+      // this rank relays must reach the others before its GOODBYE.
       std::lock_guard<std::mutex> lock(s->mu);
-      if (s->stopping) {
-        return;
-      }
       if (to == GroupStatus::Revoked) {
         s->notice(
             s->frame(kCtlRevoke, 0, t_revoker >= 0 ? t_revoker : rank, {}),
