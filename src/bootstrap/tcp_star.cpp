@@ -345,9 +345,11 @@ class Client {
       recv_body(dst, want, dl);
       return;
     }
-    coded_.resize(h->length);
-    recv_body(reinterpret_cast<char*>(coded_.data()), coded_.size(), dl);
-    if (!star::decode_parts(coded_, n, dst, want, &why)) {
+    // Into the end of dst and decoded there: a buffer of its own was fresh
+    // memory (page faults) for every rank's first call.
+    const size_t len = static_cast<size_t>(h->length);
+    recv_body(dst + (want - len), len, dl);
+    if (!star::decode_parts_in_place(dst, want, len, n, &why)) {
       raise(ErrorKind::Protocol,
             "the coordinator's coded reply to " + call_name() +
                 " is malformed: " + why,
@@ -410,8 +412,7 @@ class Client {
   uint64_t seq_ = 0;  // number of the call in progress
   std::shared_ptr<DialLobby> lobby_;
   Fd coord_;
-  std::string dropped_;         // why the last handshake broke off
-  std::vector<uint8_t> coded_;  // a coded result, kept between calls
+  std::string dropped_;  // why the last handshake broke off
 };
 
 // Serializes calls, and makes one failure poison the channel: later calls

@@ -33,6 +33,9 @@ Server::Server(const TcpStarOptions& o)
     raise(ErrorKind::Io, "epoll_create1 failed",
           {.rank = 0, .sys_errno = errno});
   }
+  // Its accepted sockets, and as many again: thread-ranks of this process
+  // dialing it (one table of 2 * size pointers is nothing beside them).
+  reserve_fd_table(ep_.get(), 2 * static_cast<size_t>(o.size) + kStrayRoom);
   drops_before_ = read_listen_drops();
   // Bind now so a taken port or a bad host fails init, not the first call.
   // Accepted sockets inherit the listener's options: two system calls fewer
