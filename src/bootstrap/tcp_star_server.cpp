@@ -138,7 +138,11 @@ void Server::serve(const char* src, char* dst, size_t n) {
       } else if ((tag & kTagMask) == kPendingTag) {
         auto it = pending_.find(v);
         if (it != pending_.end()) {
-          advance(it);
+          // A rank sends its request right behind its proof: read it now
+          // rather than after another wait.
+          if (const int r = advance(it); r > 0) {
+            read_request(r, dst, n);
+          }
         }
       } else {
         accept_ready = true;
@@ -257,19 +261,37 @@ void Server::expire_pending() {
   }
 }
 
-void Server::advance(std::map<uint64_t, Pending>::iterator it) {
+int Server::advance(std::map<uint64_t, Pending>::iterator it) {
   Pending& p = it->second;
   auto st = p.hs.on_readable(p.fd.get());
   if (st == ServerHandshake::State::NeedHello ||
       st == ServerHandshake::State::NeedProof) {
-    return;
+    return 0;
   }
   Pending mine = std::move(p);
   pending_.erase(it);
-  admit(mine, st);
+  return admit(mine, st);
 }
 
-void Server::admit(Pending& p, ServerHandshake::State st) {
+namespace {
+
+// A refused client may have sent its request behind its proof: read what
+// is there and send FIN first, so that closing does not reset the
+// connection (which can destroy the verdict before the client reads it).
+void close_gently(Fd& fd) {
+  char sink[4096];
+  for (int i = 0; i < 64; ++i) {
+    if (::recv(fd.get(), sink, sizeof(sink), MSG_DONTWAIT) <= 0) {
+      break;
+    }
+  }
+  ::shutdown(fd.get(), SHUT_WR);
+  fd.reset();
+}
+
+}  // namespace
+
+int Server::admit(Pending& p, ServerHandshake::State st) {
   const Hello& h = p.hs.hello();
   // A real rank of this job (decoded hello) is worth a warning and a note
   // in the eventual timeout; strangers only an info line.
@@ -290,7 +312,8 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
                                      << ": dropped a connection from " << p.from
                                      << ": " << why);
     }
-    return;
+    close_gently(p.fd);
+    return 0;
   }
   const Detail why = admission_problem(h, o_.size, job_, connected_);
   try {
@@ -299,7 +322,7 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
   } catch (const Error& e) {
     JACCL_LOG(Info, "coordinator " << address_ << ": connection from " << p.from
                                    << " went away: " << e.what());
-    return;
+    return 0;
   }
   if (!why.empty()) {
     JACCL_LOG(Warn, "coordinator " << address_ << ": refused a connection "
@@ -308,7 +331,8 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
       refused_[h.rank] = "a connection claiming " + rank_ref(h.rank) +
                          " from " + p.from + " was refused: " + why;
     }
-    return;
+    close_gently(p.fd);
+    return 0;
   }
   Conn& c = conns_[h.rank];
   c.fd = std::move(p.fd);
@@ -322,6 +346,7 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
   refused_.erase(h.rank);
   JACCL_LOG(Trace, "coordinator " << address_ << ": rank " << h.rank
                                   << " connected from " << c.from);
+  return h.rank;
 }
 
 void Server::read_request(int r, char* dst, size_t n) {

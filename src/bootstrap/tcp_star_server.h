@@ -115,8 +115,9 @@ class Server {
   Detail timeout_message();
   void accept_pending();
   void expire_pending();
-  void advance(std::map<uint64_t, Pending>::iterator it);
-  void admit(Pending& p, ServerHandshake::State st);
+  // Both return the rank admitted, or 0.
+  int advance(std::map<uint64_t, Pending>::iterator it);
+  int admit(Pending& p, ServerHandshake::State st);
   void read_request(int r, char* dst, size_t n);
   void check_sizes(size_t n);
   // Pumps rank r's reply; false once it is finished or lost.

@@ -114,6 +114,12 @@ bool proof_matches(std::string_view token, const Mac& got, const Mac& want) {
 
 void client_handshake(int fd, const Hello& me, std::string_view token,
                       const Deadline& dl, const ErrorContext& ctx) {
+  client_send_proof(fd, me, token, dl, ctx);
+  client_read_verdict(fd, dl, ctx);
+}
+
+void client_send_proof(int fd, const Hello& me, std::string_view token,
+                       const Deadline& dl, const ErrorContext& ctx) {
   auto hello = encode_hello(me);
   send_all(fd, hello.data(), hello.size(), dl, ctx);
   std::array<uint8_t, kChallengeBytes> ch{};
@@ -137,6 +143,9 @@ void client_handshake(int fd, const Hello& me, std::string_view token,
   }
   Mac proof = client_proof(token, hello, server_nonce);
   send_all(fd, proof.data(), proof.size(), dl, ctx);
+}
+
+void client_read_verdict(int fd, const Deadline& dl, const ErrorContext& ctx) {
   std::array<uint8_t, kVerdictBytes> v{};
   recv_all(fd, v.data(), v.size(), dl, ctx);
   if (get_u32(&v[0]) != 1) {

@@ -80,6 +80,14 @@ bool proof_matches(std::string_view token, const Mac& got, const Mac& want);
 void client_handshake(int fd, const Hello& me, std::string_view token,
                       const Deadline& dl, const ErrorContext& ctx);
 
+// client_handshake in its two halves: up to sending the proof, then
+// reading the verdict. A client may write its first message between them
+// (the server reads it only after its verdict), saving a round trip per
+// connection; it must then read the verdict before anything else.
+void client_send_proof(int fd, const Hello& me, std::string_view token,
+                       const Deadline& dl, const ErrorContext& ctx);
+void client_read_verdict(int fd, const Deadline& dl, const ErrorContext& ctx);
+
 // Server side as a non-blocking state machine, so one listener can serve many
 // half-open connections at once without a slow one delaying the rest.
 class ServerHandshake {
