@@ -240,7 +240,14 @@ class Client {
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
     me.nonce = random_nonce();
     try {
-      client_send_proof(fd.get(), me, o_.token, dl, ctx);
+      if (o_.token.empty()) {
+        // The proof needs no challenge: hello, proof and (next) request in
+        // one go; the challenge is checked with the verdict.
+        client_send_hello_and_proof(fd.get(), me, dl, ctx);
+        challenge_due_ = true;
+      } else {
+        client_send_proof(fd.get(), me, o_.token, dl, ctx);
+      }
     } catch (const TimeoutError&) {
       raise_handshake_timeout();
     } catch (const PeerLostError& e) {
@@ -260,6 +267,10 @@ class Client {
   // Throws Config when rank 0 refused us (with its reason).
   void read_verdict(const Deadline& dl) {
     try {
+      if (challenge_due_) {
+        client_check_challenge(coord_.get(), dl, client_ctx());
+        challenge_due_ = false;
+      }
       client_read_verdict(coord_.get(), dl, client_ctx());
     } catch (const TimeoutError&) {
       raise_handshake_timeout();
@@ -274,7 +285,7 @@ class Client {
   // a peer that always hangs up is not a coordinator.
   void dropped(int attempt, const std::string& what, const Deadline& dl) {
     coord_.reset();
-    verdict_due_ = false;
+    verdict_due_ = challenge_due_ = false;
     if (attempt >= kHandshakeRetries) {
       raise(ErrorKind::PeerLost,
             "the coordinator closed " + std::to_string(attempt + 1) +
@@ -469,8 +480,9 @@ class Client {
   uint64_t seq_ = 0;  // number of the call in progress
   std::shared_ptr<DialLobby> lobby_;
   Fd coord_;
-  std::string dropped_;       // why the last handshake broke off
-  bool verdict_due_ = false;  // the handshake's verdict is not read yet
+  std::string dropped_;         // why the last handshake broke off
+  bool verdict_due_ = false;    // the handshake's verdict is not read yet
+  bool challenge_due_ = false;  // nor its challenge (sent without a token)
 };
 
 // Serializes calls, and makes one failure poison the channel: later calls

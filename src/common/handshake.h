@@ -88,6 +88,16 @@ void client_send_proof(int fd, const Hello& me, std::string_view token,
                        const Deadline& dl, const ErrorContext& ctx);
 void client_read_verdict(int fd, const Deadline& dl, const ErrorContext& ctx);
 
+// Without a token the proof is kNoTokenProof whatever the challenge, so a
+// client without one may send it with its hello in one write and check the
+// challenge when it comes (client_check_challenge, before the verdict): the
+// server reads the hello, challenges, and finds the proof already there.
+// The same bytes cross the wire in the same order as client_send_proof's.
+void client_send_hello_and_proof(int fd, const Hello& me, const Deadline& dl,
+                                 const ErrorContext& ctx);
+void client_check_challenge(int fd, const Deadline& dl,
+                            const ErrorContext& ctx);
+
 // Server side as a non-blocking state machine, so one listener can serve many
 // half-open connections at once without a slow one delaying the rest.
 class ServerHandshake {

@@ -440,6 +440,30 @@ TEST(CoordinatorStray, RefusedRankReadsTheReasonPastItsRequest) {
   EXPECT_EQ(std::string(out0.begin(), out0.end()), "01");
 }
 
+// A rank without a token sends its proof with its hello; a coordinator
+// with one refuses it, and the rank says which side lacks the token.
+TEST(CoordinatorStray, TokenlessRankAtATokenCoordinatorNamesTheToken) {
+  const int port = free_loopback_port();
+  const std::string a = "127.0.0.1:" + std::to_string(port);
+  auto r0 = detail::make_tcp_star({0, 2, a, "s3cret", Millis(60000)});
+  std::thread serve([&] {
+    try {
+      std::vector<char> out(2);
+      r0("0", out.data(), 1);
+    } catch (...) {
+    }
+  });
+  StarThread none;
+  none.start({1, 2, a, "", Millis(60000)}, {'1'});
+  const std::string err = none.join();
+  EXPECT_NE(err.find("expects a job token (JACCL_TOKEN)"), std::string::npos)
+      << err;
+  StarThread real;  // ends rank 0's call
+  real.start({1, 2, a, "s3cret", Millis(60000)}, {'1'});
+  EXPECT_EQ(real.join(), "");
+  serve.join();
+}
+
 // ---- init-time errors and small cases --------------------------------------
 
 TEST(CoordinatorInit, AddressInUseNamesTheAddress) {
