@@ -33,9 +33,6 @@ Server::Server(const TcpStarOptions& o)
     raise(ErrorKind::Io, "epoll_create1 failed",
           {.rank = 0, .sys_errno = errno});
   }
-  // Its accepted sockets, and as many again: thread-ranks of this process
-  // dialing it (one table of 2 * size pointers is nothing beside them).
-  reserve_fd_table(ep_.get(), 2 * static_cast<size_t>(o.size) + kStrayRoom);
   drops_before_ = read_listen_drops();
   // Bind now so a taken port or a bad host fails init, not the first call.
   // Accepted sockets inherit the listener's options: two system calls fewer
@@ -51,6 +48,14 @@ Server::Server(const TcpStarOptions& o)
                  });
   arm(listener_.get(), kListenerTag, EPOLLIN);
   listener_armed_ = true;
+  if (o.size >= kReserveFdsFrom) {
+    // Its accepted sockets, and as many again: thread-ranks of this
+    // process dialing it (a table of 2 * size pointers is nothing beside
+    // them). After listen(): the ranks may dial meanwhile. Not for small
+    // jobs, whose table grows once at most: growing it costs a grace
+    // period too.
+    reserve_fd_table(ep_.get(), 2 * static_cast<size_t>(o.size) + kStrayRoom);
+  }
   const std::string note = backlog_note(o.size, read_listen_sysctls());
   if (!note.empty()) {
     JACCL_LOG(Info, "coordinator " << address_ << ": " << note);

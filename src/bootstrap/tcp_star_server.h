@@ -25,6 +25,9 @@ constexpr Millis kHandshakeLimit{10000};
 // stops accepting (the kernel's queue holds the rest) until some finish or
 // expire, instead of dropping connections that may be ranks.
 constexpr size_t kStrayRoom = 256;
+// Jobs from this size have rank 0 grow its descriptor table in one step
+// (reserve_fd_table): it would double at least twice on its own.
+constexpr int kReserveFdsFrom = 256;
 // Accepts per wake-up, so handshakes already under way are served between
 // the bursts of a mass start.
 constexpr int kAcceptBatch = 256;
