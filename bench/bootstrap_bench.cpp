@@ -20,7 +20,10 @@
 // from the start until the last rank's first call returned: the work of the
 // first call, which a busy machine stretches less than the wall time.
 // --raw calls the channel's all-gather directly (`bytes` per rank, no
-// SideChannel frame around it): the transport alone.
+// SideChannel frame around it): the transport alone. --marks prints the
+// CLOCK_MONOTONIC times of the start and of the last first call's end to
+// stderr, to cut a profile to the first call (perf record -k mono, then
+// perf report --time START,END).
 #include <sys/resource.h>
 #include <time.h>
 
