@@ -20,8 +20,12 @@
 // from the start until the last rank's first call returned: the work of the
 // first call, which a busy machine stretches less than the wall time.
 // --raw calls the channel's all-gather directly (`bytes` per rank, no
-// SideChannel frame around it): the transport alone.
+// SideChannel frame around it): the transport alone. --marks prints the
+// CLOCK_MONOTONIC times of the start and of the last first call's end to
+// stderr, to cut a profile to the first call (perf record -k mono, then
+// perf report --time START,END).
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -52,12 +56,15 @@ struct Options {
   size_t bytes = 64;
   int calls = 20;
   bool raw = false;  // the channel's all-gather without SideChannel framing
+  // Print the CLOCK_MONOTONIC seconds of the start and of the last first
+  // call's end to stderr, to cut a profile (perf record -k mono) to them.
+  bool marks = false;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: bootstrap_bench [--channel ideal|inproc|URI] [--ranks "
-               "2,8,...] [--bytes B] [--calls K] [--raw]\n");
+               "2,8,...] [--bytes B] [--calls K] [--raw] [--marks]\n");
   std::exit(2);
 }
 
@@ -84,6 +91,8 @@ Options parse(int argc, char** argv) {
       o.calls = std::atoi(next().c_str());
     } else if (a == "--raw") {
       o.raw = true;
+    } else if (a == "--marks") {
+      o.marks = true;
     } else {
       usage();
     }
@@ -149,6 +158,12 @@ class Ideal {
   Gate gate_;
 };
 
+double mono_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
 double cpu_ms() {
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
@@ -178,7 +193,7 @@ int main(int argc, char** argv) {
         "bb" + std::to_string(::getpid()) + "x" + std::to_string(job++);
     std::vector<RankResult> res(static_cast<size_t>(n));
     Gate start(n);
-    double cpu_start = 0, cpu_first = 0;
+    double cpu_start = 0, cpu_first = 0, mono_start = 0, mono_first = 0;
     std::atomic<int> firsts_done{0};
     std::mutex err_mu;
     std::string first_error;
@@ -189,7 +204,10 @@ int main(int argc, char** argv) {
       std::vector<char> mine(o.bytes, static_cast<char>(rank));
       std::vector<char> all(o.bytes * static_cast<size_t>(n), 1);
       try {
-        start.arrive_and_wait([&] { cpu_start = cpu_ms(); });
+        start.arrive_and_wait([&] {
+          cpu_start = cpu_ms();
+          mono_start = mono_s();
+        });
         auto t0 = Clock::now();
         jaccl::AllGatherFn fn;
         if (hub) {
@@ -218,6 +236,7 @@ int main(int argc, char** argv) {
         auto t1 = Clock::now();
         if (firsts_done.fetch_add(1) + 1 == n) {
           cpu_first = cpu_ms();
+          mono_first = mono_s();
         }
         for (int k = 0; k < o.calls; ++k)
           gather();
@@ -273,6 +292,10 @@ int main(int argc, char** argv) {
         firsts[firsts.size() * 9 / 10], cpu_first - cpu_start, wall_ms,
         ok ? "true" : "false");
     std::fflush(stdout);
+    if (o.marks) {
+      std::fprintf(stderr, "marks: %d ranks start %.6f first %.6f\n", n,
+                   mono_start, mono_first);
+    }
     if (!ok) {
       std::fprintf(stderr, "bootstrap_bench: %d ranks failed: %s\n", n,
                    first_error.c_str());

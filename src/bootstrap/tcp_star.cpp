@@ -207,7 +207,15 @@ class Client {
     raise_connect_failure(addr, dl, ctx, last_err, on_timeout);
   }
 
-  void dial(const Deadline& dl) {
+  // Rank 0 closed a connection before its verdict (see dropped()).
+  struct HandshakeDropped {
+    std::string what;
+  };
+
+  // Connects and runs the handshake up to our proof; the verdict is read
+  // after the request has gone out behind it (read_verdict). `attempt`
+  // connections were dropped during the handshake before this one.
+  void dial(const Deadline& dl, int attempt) {
     const ErrorContext ctx = client_ctx();
     const SockAddr addr = resolve(hp_, o_.rank);
     Hello me;
@@ -215,52 +223,117 @@ class Client {
     me.rank = o_.rank;
     me.size = o_.size;
     me.job = job_;
-    for (int attempt = 0;; ++attempt) {
-      Fd fd = connect_shared(
-          addr, dl, ctx,
-          timeout_text() +
-              " waiting for the coordinator to accept a connection (is rank "
-              "0 running at JACCL_COORDINATOR?)" +
-              (attempt > 0 ? "; it closed " + std::to_string(attempt) +
-                                 " earlier connection(s) during the "
-                                 "handshake (last: " +
-                                 dropped_ + ")"
-                           : std::string()));
-      set_nodelay(fd.get());
-      // Room for a whole result, so rank 0 writes it in one go and we wake
-      // once (recv_body); the kernel caps it at rmem_max.
-      const int rcvbuf = kReceiveBuffer;
-      ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-      me.nonce = random_nonce();
-      try {
-        client_handshake(fd.get(), me, o_.token, dl, ctx);
-      } catch (const TimeoutError&) {
+    Fd fd = connect_shared(
+        addr, dl, ctx,
+        timeout_text() +
+            " waiting for the coordinator to accept a connection (is rank "
+            "0 running at JACCL_COORDINATOR?)" +
+            (attempt > 0 ? "; it closed " + std::to_string(attempt) +
+                               " earlier connection(s) during the "
+                               "handshake (last: " +
+                               dropped_ + ")"
+                         : std::string()));
+    set_nodelay(fd.get());
+    // Room for a whole result, so rank 0 writes it in one go and we wake
+    // once (recv_body); the kernel caps it at rmem_max.
+    const int rcvbuf = kReceiveBuffer;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+    me.nonce = random_nonce();
+    try {
+      if (o_.token.empty()) {
+        // The proof needs no challenge: hello, proof and (next) request in
+        // one go; the challenge is checked with the verdict.
+        client_send_hello_and_proof(fd.get(), me, dl, ctx);
+        challenge_due_ = true;
+      } else {
+        client_send_proof(fd.get(), me, o_.token, dl, ctx);
+      }
+    } catch (const TimeoutError&) {
+      raise_handshake_timeout();
+    } catch (const PeerLostError& e) {
+      throw HandshakeDropped{e.what()};
+    }
+    coord_ = std::move(fd);
+    verdict_due_ = true;
+  }
+
+  [[noreturn]] void raise_handshake_timeout() const {
+    raise(ErrorKind::Timeout,
+          timeout_text() + " waiting for the coordinator to finish the " +
+              "connection handshake",
+          client_ctx());
+  }
+
+  // Throws Config when rank 0 refused us (with its reason).
+  void read_verdict(const Deadline& dl) {
+    try {
+      if (challenge_due_) {
+        client_check_challenge(coord_.get(), dl, client_ctx());
+        challenge_due_ = false;
+      }
+      client_read_verdict(coord_.get(), dl, client_ctx());
+    } catch (const TimeoutError&) {
+      raise_handshake_timeout();
+    } catch (const PeerLostError& e) {
+      throw HandshakeDropped{e.what()};
+    }
+    verdict_due_ = false;
+  }
+
+  // Closed before its verdict: rank 0 dropped a handshake it could not
+  // serve in time (a mass start on a loaded host). Dial again, a few times:
+  // a peer that always hangs up is not a coordinator.
+  void dropped(int attempt, const std::string& what, const Deadline& dl) {
+    coord_.reset();
+    verdict_due_ = challenge_due_ = false;
+    if (attempt >= kHandshakeRetries) {
+      raise(ErrorKind::PeerLost,
+            "the coordinator closed " + std::to_string(attempt + 1) +
+                " connections in a row during the handshake (is "
+                "JACCL_COORDINATOR a jaccl coordinator of this "
+                "version?); last: " +
+                what,
+            client_ctx());
+    }
+    dropped_ = what;
+    JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
+                            << " closed the connection during the "
+                            << "handshake; dialing again");
+    sleep_for_retry(attempt, dl, max_backoff(1));
+  }
+
+  // Sends the request, watching for an early reply: rank 0 answers a size
+  // mismatch or a lost rank with an error frame without reading the rest,
+  // and we must not sit blocked in send() meanwhile. True when it answered
+  // (or the connection broke) before all was sent. A verdict still due is
+  // read when it comes (hs bounds that wait).
+  bool send_request(const std::array<uint8_t, kRequestBytes>& req,
+                    const char* src, size_t n, const Deadline& dl,
+                    const Deadline& hs) {
+    const int fd = coord_.get();
+    const size_t total = kRequestBytes + n;
+    size_t done = 0;
+    for (;;) {
+      if (send_frame_some(fd, req, src, n, &done) != 0) {
+        return true;  // broken: rank 0 may still have left us a frame
+      }
+      if (done == total) {
+        return false;
+      }
+      pollfd pf{fd, POLLOUT | POLLIN, 0};
+      if (poll_until(&pf, 1, dl) <= 0 && dl.expired()) {
         raise(ErrorKind::Timeout,
-              timeout_text() + " waiting for the coordinator to finish the " +
-                  "connection handshake",
-              ctx);
-      } catch (const PeerLostError& e) {
-        // Closed before its verdict: rank 0 dropped a handshake it could
-        // not serve in time (a mass start on a loaded host). Dial again, a
-        // few times: a peer that always hangs up is not a coordinator.
-        if (attempt >= kHandshakeRetries) {
-          raise(ErrorKind::PeerLost,
-                "the coordinator closed " + std::to_string(attempt + 1) +
-                    " connections in a row during the handshake (is "
-                    "JACCL_COORDINATOR a jaccl coordinator of this "
-                    "version?); last: " +
-                    e.what(),
-                ctx);
-        }
-        dropped_ = e.what();
-        JACCL_LOG(Info, "rank " << o_.rank << ": coordinator " << address_
-                                << " closed the connection during the "
-                                << "handshake; dialing again");
-        sleep_for_retry(attempt, dl, max_backoff(1));
+              timeout_text() + " sending " + call_name() +
+                  " to the coordinator (rank 0 is not reading)",
+              client_ctx());
+      }
+      if ((pf.revents & POLLIN) != 0 && verdict_due_) {
+        read_verdict(hs);
         continue;
       }
-      coord_ = std::move(fd);
-      return;
+      if ((pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        return true;
+      }
     }
   }
 
@@ -287,33 +360,28 @@ class Client {
     const Deadline dl = o_.timeout.count() > 0
                             ? Deadline::after(o_.timeout + kReplyGrace)
                             : Deadline::never();
-    if (!coord_.valid()) {
-      dial(Deadline::after(o_.timeout));
-    }
-    const int fd = coord_.get();
     const auto req = star::encode_request(n, star::kAcceptsCoded);
-    // Send while watching for an early reply: rank 0 answers a size mismatch
-    // or a lost rank with an error frame without reading the rest, and we
-    // must not sit blocked in send() meanwhile.
-    const size_t total = kRequestBytes + n;
-    size_t done = 0;
     bool early = false;
-    while (!early) {
-      if (send_frame_some(fd, req, src, n, &done) != 0) {
-        early = true;  // broken: rank 0 may still have left us an error frame
-        break;
+    if (coord_.valid()) {
+      early = send_request(req, src, n, dl, dl);
+    } else {
+      // The first call: the request goes right behind the handshake's
+      // proof, and rank 0 reads it as soon as it has admitted us (one
+      // round trip less per rank; with thousands of ranks each one is a
+      // wake-up of rank 0 and of the rank).
+      const Deadline hs = Deadline::after(o_.timeout);
+      for (int attempt = 0;; ++attempt) {
+        try {
+          dial(hs, attempt);
+          early = send_request(req, src, n, dl, hs);
+          if (verdict_due_) {
+            read_verdict(hs);
+          }
+          break;
+        } catch (const HandshakeDropped& d) {
+          dropped(attempt, d.what, hs);
+        }
       }
-      if (done == total) {
-        break;
-      }
-      pollfd pf{fd, POLLOUT | POLLIN, 0};
-      if (poll_until(&pf, 1, dl) <= 0 && dl.expired()) {
-        raise(ErrorKind::Timeout,
-              timeout_text() + " sending " + call_name() +
-                  " to the coordinator (rank 0 is not reading)",
-              client_ctx());
-      }
-      early = (pf.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
     }
     std::array<uint8_t, kReplyBytes> head{};
     recv_reply(head.data(), head.size(), dl);
@@ -345,9 +413,11 @@ class Client {
       recv_body(dst, want, dl);
       return;
     }
-    coded_.resize(h->length);
-    recv_body(reinterpret_cast<char*>(coded_.data()), coded_.size(), dl);
-    if (!star::decode_parts(coded_, n, dst, want, &why)) {
+    // Into the end of dst and decoded there: a buffer of its own was fresh
+    // memory (page faults) for every rank's first call.
+    const size_t len = static_cast<size_t>(h->length);
+    recv_body(dst + (want - len), len, dl);
+    if (!star::decode_parts_in_place(dst, want, len, n, &why)) {
       raise(ErrorKind::Protocol,
             "the coordinator's coded reply to " + call_name() +
                 " is malformed: " + why,
@@ -411,7 +481,8 @@ class Client {
   std::shared_ptr<DialLobby> lobby_;
   Fd coord_;
   std::string dropped_;         // why the last handshake broke off
-  std::vector<uint8_t> coded_;  // a coded result, kept between calls
+  bool verdict_due_ = false;    // the handshake's verdict is not read yet
+  bool challenge_due_ = false;  // nor its challenge (sent without a token)
 };
 
 // Serializes calls, and makes one failure poison the channel: later calls

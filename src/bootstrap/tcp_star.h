@@ -78,6 +78,11 @@ std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> bytes,
 std::vector<uint8_t> encode_parts(const char* src, size_t part, size_t total);
 bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
                   size_t total, std::string* why);
+// decode_parts of the `len` coded bytes that sit at the end of dst (its
+// last `len` of `total` bytes): a rank receives the coded result into its
+// output and decodes it there, with no buffer of its own.
+bool decode_parts_in_place(char* dst, size_t total, size_t len, size_t part,
+                           std::string* why);
 
 // Why rank 0 refuses a connection that completed the handshake, or "" to
 // admit it. connected[r] tells whether rank r already has a connection.

@@ -8,8 +8,11 @@
 // as runs: a varint count of zero bytes (copy the previous part), a varint
 // count of literal bytes, those bytes. Encoded once per call, decoded by each
 // rank at memcpy speed for the zero runs.
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "bootstrap/tcp_star.h"
 
@@ -84,10 +87,22 @@ std::vector<uint8_t> encode_parts(const char* src, size_t part, size_t total) {
   return out;
 }
 
-bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
-                  size_t total, std::string* why) {
+namespace {
+
+// decode_parts, reading `len` coded bytes at `in`. When `in` lies inside
+// dst (decode_parts_in_place: the coded bytes at its end), every token's
+// output must stay below the input it has not read yet; a token that would
+// overtake it first moves the rest of the input aside (never for what
+// encode_parts writes: past its first token, each token writes at least as
+// many bytes as it reads).
+bool decode(const uint8_t* in, size_t len, size_t part, char* dst, size_t total,
+            bool in_place, std::string* why) {
+  const size_t base = total - len;  // in place: where the input starts
+  std::vector<uint8_t> aside;
+  std::span<const uint8_t> coded(in, len);
   size_t pos = 0, o = 0;
   while (pos < coded.size()) {
+    const size_t token = pos;
     uint64_t z = 0, l = 0;
     if (!get_varint(coded, &pos, &z) || !get_varint(coded, &pos, &l)) {
       *why = "truncated run header at byte " + std::to_string(pos);
@@ -98,6 +113,12 @@ bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
              " bytes at byte " + std::to_string(o) + " overruns the " +
              std::to_string(total) + "-byte result";
       return false;
+    }
+    if (in_place && o + z > base + pos) {
+      aside.assign(coded.begin() + static_cast<ptrdiff_t>(token), coded.end());
+      coded = aside;
+      pos -= token;
+      in_place = false;
     }
     // Unchanged bytes: the previous part's (none before the first part).
     size_t left = z;
@@ -113,6 +134,8 @@ bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
       o += c;
       left -= c;
     }
+    // Literal bytes, each read before it is overwritten (in place, the
+    // output is at or below the input).
     for (uint64_t k = 0; k < l; ++k, ++o) {
       const uint8_t prev =
           o >= part ? static_cast<uint8_t>(dst[o - part]) : uint8_t{0};
@@ -126,6 +149,24 @@ bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
+                  size_t total, std::string* why) {
+  return decode(coded.data(), coded.size(), part, dst, total, false, why);
+}
+
+bool decode_parts_in_place(char* dst, size_t total, size_t len, size_t part,
+                           std::string* why) {
+  if (len > total) {
+    *why = std::to_string(len) + " coded bytes do not fit the " +
+           std::to_string(total) + "-byte result";
+    return false;
+  }
+  return decode(reinterpret_cast<const uint8_t*>(dst + (total - len)), len,
+                part, dst, total, true, why);
 }
 
 }  // namespace jaccl::detail::star

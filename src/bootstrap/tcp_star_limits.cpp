@@ -1,7 +1,9 @@
 // Copyright 2026 the jaccl authors.
 #include "bootstrap/tcp_star_limits.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -36,6 +38,29 @@ void ensure_fd_room(size_t more, const std::string& who, int rank) {
   const std::string short_by = fd_room_shortfall(more, kFdSlack);
   if (!short_by.empty()) {
     raise(ErrorKind::Io, who + " " + short_by, {.rank = rank});
+  }
+}
+
+void reserve_fd_table(int fd, size_t more) {
+  rlimit lim{};
+  if (more == 0 || ::getrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    return;
+  }
+  // A duplicate at the target makes the kernel size the table for it (in
+  // one step); closing it keeps the table.
+  const int low = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the lowest free one
+  if (low < 0) {
+    return;
+  }
+  ::close(low);
+  const rlim_t want = static_cast<rlim_t>(low) + more;
+  const rlim_t cap = lim.rlim_cur == RLIM_INFINITY ? want : lim.rlim_cur - 1;
+  const rlim_t top = std::min<rlim_t>({want, cap, rlim_t{1} << 24});
+  if (top > static_cast<rlim_t>(low)) {
+    const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(top));
+    if (dup >= 0) {
+      ::close(dup);
+    }
   }
 }
 

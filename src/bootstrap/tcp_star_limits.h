@@ -18,6 +18,14 @@ namespace jaccl::detail::star {
 // short, else throws an Io error that says who needs them and what to raise.
 void ensure_fd_room(size_t more, const std::string& who, int rank);
 
+// Grows this process's descriptor table at once to hold `more` descriptors
+// beyond the lowest free one (within the soft limit), by duplicating fd. The
+// kernel doubles the table as descriptors are opened, and in a process with
+// threads each doubling waits for an RCU grace period while every socket() and
+// accept() of the process waits for it: 4096 thread-ranks stalled on up to
+// eight of them. Best effort: the table stays as it was when this fails.
+void reserve_fd_table(int fd, size_t more);
+
 // The backlog rank 0 asks listen() for (the kernel caps it at somaxconn).
 int listen_backlog(int size);
 

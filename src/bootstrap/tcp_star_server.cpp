@@ -48,6 +48,14 @@ Server::Server(const TcpStarOptions& o)
                  });
   arm(listener_.get(), kListenerTag, EPOLLIN);
   listener_armed_ = true;
+  if (o.size >= kReserveFdsFrom) {
+    // Its accepted sockets, and as many again: thread-ranks of this
+    // process dialing it (a table of 2 * size pointers is nothing beside
+    // them). After listen(): the ranks may dial meanwhile. Not for small
+    // jobs, whose table grows once at most: growing it costs a grace
+    // period too.
+    reserve_fd_table(ep_.get(), 2 * static_cast<size_t>(o.size) + kStrayRoom);
+  }
   const std::string note = backlog_note(o.size, read_listen_sysctls());
   if (!note.empty()) {
     JACCL_LOG(Info, "coordinator " << address_ << ": " << note);
@@ -135,7 +143,11 @@ void Server::serve(const char* src, char* dst, size_t n) {
       } else if ((tag & kTagMask) == kPendingTag) {
         auto it = pending_.find(v);
         if (it != pending_.end()) {
-          advance(it);
+          // A rank sends its request right behind its proof: read it now
+          // rather than after another wait.
+          if (const int r = advance(it); r > 0) {
+            read_request(r, dst, n);
+          }
         }
       } else {
         accept_ready = true;
@@ -254,19 +266,37 @@ void Server::expire_pending() {
   }
 }
 
-void Server::advance(std::map<uint64_t, Pending>::iterator it) {
+int Server::advance(std::map<uint64_t, Pending>::iterator it) {
   Pending& p = it->second;
   auto st = p.hs.on_readable(p.fd.get());
   if (st == ServerHandshake::State::NeedHello ||
       st == ServerHandshake::State::NeedProof) {
-    return;
+    return 0;
   }
   Pending mine = std::move(p);
   pending_.erase(it);
-  admit(mine, st);
+  return admit(mine, st);
 }
 
-void Server::admit(Pending& p, ServerHandshake::State st) {
+namespace {
+
+// A refused client may have sent its request behind its proof: read what
+// is there and send FIN first, so that closing does not reset the
+// connection (which can destroy the verdict before the client reads it).
+void close_gently(Fd& fd) {
+  char sink[4096];
+  for (int i = 0; i < 64; ++i) {
+    if (::recv(fd.get(), sink, sizeof(sink), MSG_DONTWAIT) <= 0) {
+      break;
+    }
+  }
+  ::shutdown(fd.get(), SHUT_WR);
+  fd.reset();
+}
+
+}  // namespace
+
+int Server::admit(Pending& p, ServerHandshake::State st) {
   const Hello& h = p.hs.hello();
   // A real rank of this job (decoded hello) is worth a warning and a note
   // in the eventual timeout; strangers only an info line.
@@ -287,7 +317,8 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
                                      << ": dropped a connection from " << p.from
                                      << ": " << why);
     }
-    return;
+    close_gently(p.fd);
+    return 0;
   }
   const Detail why = admission_problem(h, o_.size, job_, connected_);
   try {
@@ -296,7 +327,7 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
   } catch (const Error& e) {
     JACCL_LOG(Info, "coordinator " << address_ << ": connection from " << p.from
                                    << " went away: " << e.what());
-    return;
+    return 0;
   }
   if (!why.empty()) {
     JACCL_LOG(Warn, "coordinator " << address_ << ": refused a connection "
@@ -305,7 +336,8 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
       refused_[h.rank] = "a connection claiming " + rank_ref(h.rank) +
                          " from " + p.from + " was refused: " + why;
     }
-    return;
+    close_gently(p.fd);
+    return 0;
   }
   Conn& c = conns_[h.rank];
   c.fd = std::move(p.fd);
@@ -319,6 +351,7 @@ void Server::admit(Pending& p, ServerHandshake::State st) {
   refused_.erase(h.rank);
   JACCL_LOG(Trace, "coordinator " << address_ << ": rank " << h.rank
                                   << " connected from " << c.from);
+  return h.rank;
 }
 
 void Server::read_request(int r, char* dst, size_t n) {

@@ -25,6 +25,9 @@ constexpr Millis kHandshakeLimit{10000};
 // stops accepting (the kernel's queue holds the rest) until some finish or
 // expire, instead of dropping connections that may be ranks.
 constexpr size_t kStrayRoom = 256;
+// Jobs from this size have rank 0 grow its descriptor table in one step
+// (reserve_fd_table): it would double at least twice on its own.
+constexpr int kReserveFdsFrom = 256;
 // Accepts per wake-up, so handshakes already under way are served between
 // the bursts of a mass start.
 constexpr int kAcceptBatch = 256;
@@ -115,8 +118,9 @@ class Server {
   Detail timeout_message();
   void accept_pending();
   void expire_pending();
-  void advance(std::map<uint64_t, Pending>::iterator it);
-  void admit(Pending& p, ServerHandshake::State st);
+  // Both return the rank admitted, or 0.
+  int advance(std::map<uint64_t, Pending>::iterator it);
+  int admit(Pending& p, ServerHandshake::State st);
   void read_request(int r, char* dst, size_t n);
   void check_sizes(size_t n);
   // Pumps rank r's reply; false once it is finished or lost.

@@ -114,8 +114,16 @@ bool proof_matches(std::string_view token, const Mac& got, const Mac& want) {
 
 void client_handshake(int fd, const Hello& me, std::string_view token,
                       const Deadline& dl, const ErrorContext& ctx) {
-  auto hello = encode_hello(me);
-  send_all(fd, hello.data(), hello.size(), dl, ctx);
+  client_send_proof(fd, me, token, dl, ctx);
+  client_read_verdict(fd, dl, ctx);
+}
+
+namespace {
+
+// Reads the challenge and checks the server's proof; returns its nonce.
+Nonce check_challenge(int fd, std::span<const uint8_t> hello,
+                      std::string_view token, const Deadline& dl,
+                      const ErrorContext& ctx) {
   std::array<uint8_t, kChallengeBytes> ch{};
   recv_all(fd, ch.data(), ch.size(), dl, ctx);
   if (get_u64(&ch[0]) != kMagic) {
@@ -135,8 +143,35 @@ void client_handshake(int fd, const Hello& me, std::string_view token,
               : "the peer does not know our job token (JACCL_TOKEN differs)",
           ctx);
   }
+  return server_nonce;
+}
+
+}  // namespace
+
+void client_send_proof(int fd, const Hello& me, std::string_view token,
+                       const Deadline& dl, const ErrorContext& ctx) {
+  auto hello = encode_hello(me);
+  send_all(fd, hello.data(), hello.size(), dl, ctx);
+  const Nonce server_nonce = check_challenge(fd, hello, token, dl, ctx);
   Mac proof = client_proof(token, hello, server_nonce);
   send_all(fd, proof.data(), proof.size(), dl, ctx);
+}
+
+void client_send_hello_and_proof(int fd, const Hello& me, const Deadline& dl,
+                                 const ErrorContext& ctx) {
+  std::array<uint8_t, kHelloBytes + kProofBytes> both{};
+  const auto hello = encode_hello(me);
+  std::memcpy(both.data(), hello.data(), hello.size());
+  std::memcpy(both.data() + kHelloBytes, kNoTokenProof.data(), kProofBytes);
+  send_all(fd, both.data(), both.size(), dl, ctx);
+}
+
+void client_check_challenge(int fd, const Deadline& dl,
+                            const ErrorContext& ctx) {
+  check_challenge(fd, {}, "", dl, ctx);  // tokenless: the hello is not used
+}
+
+void client_read_verdict(int fd, const Deadline& dl, const ErrorContext& ctx) {
   std::array<uint8_t, kVerdictBytes> v{};
   recv_all(fd, v.data(), v.size(), dl, ctx);
   if (get_u32(&v[0]) != 1) {

@@ -80,6 +80,24 @@ bool proof_matches(std::string_view token, const Mac& got, const Mac& want);
 void client_handshake(int fd, const Hello& me, std::string_view token,
                       const Deadline& dl, const ErrorContext& ctx);
 
+// client_handshake in its two halves: up to sending the proof, then
+// reading the verdict. A client may write its first message between them
+// (the server reads it only after its verdict), saving a round trip per
+// connection; it must then read the verdict before anything else.
+void client_send_proof(int fd, const Hello& me, std::string_view token,
+                       const Deadline& dl, const ErrorContext& ctx);
+void client_read_verdict(int fd, const Deadline& dl, const ErrorContext& ctx);
+
+// Without a token the proof is kNoTokenProof whatever the challenge, so a
+// client without one may send it with its hello in one write and check the
+// challenge when it comes (client_check_challenge, before the verdict): the
+// server reads the hello, challenges, and finds the proof already there.
+// The same bytes cross the wire in the same order as client_send_proof's.
+void client_send_hello_and_proof(int fd, const Hello& me, const Deadline& dl,
+                                 const ErrorContext& ctx);
+void client_check_challenge(int fd, const Deadline& dl,
+                            const ErrorContext& ctx);
+
 // Server side as a non-blocking state machine, so one listener can serve many
 // half-open connections at once without a slow one delaying the rest.
 class ServerHandshake {

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -225,6 +227,28 @@ int send_frame_some(int fd, std::span<const uint8_t> head, const char* body,
   const size_t total = head.size() + body_len;
   while (*done < total) {
     const bool in_head = *done < head.size();
+    if (in_head && body_len > 0) {
+      // Head and body in one call: one segment, not a lone head that
+      // wakes the receiver for a handful of bytes.
+      iovec iov[2] = {
+          {const_cast<uint8_t*>(head.data()) + *done, head.size() - *done},
+          {const_cast<char*>(body), std::min(body_len, kMaxIoSlice)}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      ssize_t k = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+      if (k > 0) {
+        *done += static_cast<size_t>(k);
+        continue;
+      }
+      if (k < 0 && errno == EINTR) {
+        continue;
+      }
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return 0;
+      }
+      return k < 0 ? errno : EPIPE;
+    }
     const char* p = in_head ? reinterpret_cast<const char*>(head.data()) + *done
                             : body + (*done - head.size());
     const size_t left = in_head ? head.size() - *done : total - *done;

@@ -152,6 +152,64 @@ TEST(StarCodec, RoundTrips) {
   }
 }
 
+// The coded bytes at the end of the output, decoded there (as ranks do).
+TEST(StarCodec, DecodesInPlace) {
+  std::mt19937 gen(11);
+  for (size_t part : {1u, 8u, 64u, 256u}) {
+    for (size_t count : {1u, 2u, 17u, 300u}) {
+      std::vector<char> frames(part * count), random(part * count);
+      for (size_t r = 0; r < count; ++r) {
+        auto p = part_of(static_cast<int>(r), part);
+        std::memcpy(frames.data() + r * part, p.data(), part);
+      }
+      for (auto& c : random) {
+        c = static_cast<char>(gen());
+      }
+      for (const auto* d : {&frames, &random}) {
+        auto coded = detail::star::encode_parts(d->data(), part, d->size());
+        if (coded.size() > d->size()) {
+          continue;  // sent plain
+        }
+        std::vector<char> out(d->size(), 'x');
+        std::memcpy(out.data() + out.size() - coded.size(), coded.data(),
+                    coded.size());
+        std::string why;
+        EXPECT_TRUE(detail::star::decode_parts_in_place(
+            out.data(), out.size(), coded.size(), part, &why))
+            << why;
+        EXPECT_EQ(out, *d) << "part " << part << ", count " << count;
+      }
+    }
+  }
+}
+
+// A stream whose output would overtake its unread input (encode_parts
+// writes none, a peer might) still decodes right, and malformed input in
+// place is refused as it is elsewhere.
+TEST(StarCodec, InPlaceSurvivesOvertakingAndRefusesMalformedInput) {
+  const std::vector<uint8_t> coded = {60, 0, 0, 4, 'w', 'x', 'y', 'z'};
+  std::vector<char> out(64, 'x');
+  std::memcpy(out.data() + 64 - coded.size(), coded.data(), coded.size());
+  std::string why;
+  ASSERT_TRUE(detail::star::decode_parts_in_place(out.data(), 64, coded.size(),
+                                                  16, &why))
+      << why;
+  std::vector<char> want(64, 0);
+  std::memcpy(want.data() + 60, "wxyz", 4);
+  EXPECT_EQ(out, want);
+  for (std::vector<uint8_t> bad :
+       {std::vector<uint8_t>{65, 0}, {0, 5, 1, 2}, {60, 0}, {0x80}}) {
+    std::vector<char> buf(64, 0);
+    std::memcpy(buf.data() + 64 - bad.size(), bad.data(), bad.size());
+    why.clear();
+    EXPECT_FALSE(detail::star::decode_parts_in_place(buf.data(), 64, bad.size(),
+                                                     16, &why));
+    EXPECT_FALSE(why.empty());
+  }
+  EXPECT_FALSE(
+      detail::star::decode_parts_in_place(out.data(), 64, 65, 16, &why));
+}
+
 TEST(StarCodec, FramesShrink) {
   std::vector<char> frames(256 * 1024);
   for (size_t r = 0; r < 1024; ++r) {

@@ -391,6 +391,79 @@ TEST(CoordinatorStray, DuplicateRankIsRefused) {
   EXPECT_EQ(std::string(out0.begin(), out0.end()), "r0r0r1r1r2r2");
 }
 
+// A rank sends its first request right behind its handshake proof, before
+// the verdict. A refused one must still read the refusal's reason, also
+// when its request is too large to be sent before the verdict comes.
+TEST(CoordinatorStray, RefusedRankReadsTheReasonPastItsRequest) {
+  const int port = free_loopback_port();
+  const std::string a = "127.0.0.1:" + std::to_string(port);
+  detail::TcpStarOptions o{0, 2, a, "", Millis(60000)};
+  auto r0 = detail::make_tcp_star(o);  // bound before anyone dials
+  std::vector<char> out0(2);
+  std::exception_ptr err0;
+  std::thread t0([&] {
+    try {
+      r0("0", out0.data(), 1);
+    } catch (...) {
+      err0 = std::current_exception();
+    }
+  });
+  const std::vector<char> big(size_t(16) << 20, 'b');  // past any buffer
+  StarThread other_size;
+  other_size.start({1, 3, a, "", Millis(60000)}, big);
+  std::string err = other_size.join();
+  EXPECT_NE(err.find("rejected"), std::string::npos) << err;
+  EXPECT_NE(err.find("job size 3"), std::string::npos) << err;
+
+  auto one = dial(a);  // the real rank 1, admitted before its double
+  auto h1 = hello(1, 2, "");
+  h1.nonce = detail::random_nonce();
+  auto dl = detail::Deadline::after(30s);
+  ASSERT_NO_THROW(detail::client_handshake(one.get(), h1, "", dl, {}));
+  StarThread twin;
+  twin.start({1, 2, a, "", Millis(60000)}, big);
+  err = twin.join();
+  EXPECT_NE(err.find("rejected"), std::string::npos) << err;
+  EXPECT_NE(err.find("already connected"), std::string::npos) << err;
+
+  auto req = detail::star::encode_request(1);
+  detail::send_all(one.get(), req.data(), req.size(), dl, {});
+  detail::send_all(one.get(), "1", 1, dl, {});
+  std::array<uint8_t, detail::star::kReplyBytes> head{};
+  detail::recv_all(one.get(), head.data(), head.size(), dl, {});
+  std::string why;
+  auto h = detail::star::decode_reply(head, &why);
+  ASSERT_TRUE(h) << why;
+  ASSERT_EQ(h->length, 2u);
+  t0.join();
+  EXPECT_FALSE(err0);
+  EXPECT_EQ(std::string(out0.begin(), out0.end()), "01");
+}
+
+// A rank without a token sends its proof with its hello; a coordinator
+// with one refuses it, and the rank says which side lacks the token.
+TEST(CoordinatorStray, TokenlessRankAtATokenCoordinatorNamesTheToken) {
+  const int port = free_loopback_port();
+  const std::string a = "127.0.0.1:" + std::to_string(port);
+  auto r0 = detail::make_tcp_star({0, 2, a, "s3cret", Millis(60000)});
+  std::thread serve([&] {
+    try {
+      std::vector<char> out(2);
+      r0("0", out.data(), 1);
+    } catch (...) {
+    }
+  });
+  StarThread none;
+  none.start({1, 2, a, "", Millis(60000)}, {'1'});
+  const std::string err = none.join();
+  EXPECT_NE(err.find("expects a job token (JACCL_TOKEN)"), std::string::npos)
+      << err;
+  StarThread real;  // ends rank 0's call
+  real.start({1, 2, a, "s3cret", Millis(60000)}, {'1'});
+  EXPECT_EQ(real.join(), "");
+  serve.join();
+}
+
 // ---- init-time errors and small cases --------------------------------------
 
 TEST(CoordinatorInit, AddressInUseNamesTheAddress) {

@@ -57,6 +57,48 @@ Outcome handshake(const std::string& client_token,
   return o;
 }
 
+// A tokenless client's early proof: hello and proof in one write, the
+// challenge checked afterwards. Accepted by a tokenless server; a server
+// with a token refuses the proof, and the client names the missing token.
+Outcome early_proof(const std::string& server_token) {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  auto server = std::async(std::launch::async, [&] {
+    std::string why;
+    auto h = server_handshake(sv[1], server_token, Deadline::after(20s), &why);
+    if (h) {
+      send_verdict(sv[1], true, Detail(), Deadline::after(20s), {});
+    }
+    ::close(sv[1]);
+    return h ? std::string() : why;
+  });
+  Hello me;
+  me.rank = 1;
+  me.size = 2;
+  me.nonce = random_nonce();
+  Outcome o;
+  try {
+    client_send_hello_and_proof(sv[0], me, Deadline::after(20s), {});
+    client_check_challenge(sv[0], Deadline::after(20s), {});
+    client_read_verdict(sv[0], Deadline::after(20s), {});
+  } catch (const Error& e) {
+    o.client = e.what();
+  }
+  ::close(sv[0]);
+  o.server = server.get();
+  return o;
+}
+
+TEST(Handshake, TokenlessClientMaySendItsProofWithItsHello) {
+  Outcome none = early_proof("");
+  EXPECT_EQ(none.client, "");
+  EXPECT_EQ(none.server, "");
+  Outcome server_has = early_proof("s3cret");
+  EXPECT_NE(server_has.client.find("expects a job token"), std::string::npos)
+      << server_has.client;
+  EXPECT_NE(server_has.server, "");
+}
+
 TEST(Handshake, AcceptsMatchingTokensOrNone) {
   Outcome none = handshake("", "");
   EXPECT_EQ(none.client, "");
