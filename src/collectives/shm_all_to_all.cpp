@@ -84,63 +84,83 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
 
 }  // namespace
 
+ShmGroup::A2aPlace ShmGroup::a2a_place(size_t off) const {
+  const auto P = static_cast<size_t>(size_);
+  size_t window = std::max<size_t>((layout_.slot_bytes - off) / P, 1);
+  if (window >= 64)
+    window = window / 64 * 64;
+  return A2aPlace{off, window};
+}
+
+bool ShmGroup::a2a_direct_size(size_t total) const {
+  // By size class, so that every call of a class has the same ways.
+  const size_t cls_bytes = size_t(1) << ShmTuner::class_of(total);
+  return size_ > 1 && cls_bytes >= kDirectBytes * static_cast<size_t>(size_);
+}
+
 void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
   const auto P = static_cast<size_t>(size_);
   const bool large = b.total > kTunedBytes;
   // The tuner's size class decides whether direct is a way (and the probe
   // verdict, the same on every rank), so every call of a class has the
   // same ways on every rank.
-  const size_t cls_bytes = size_t(1) << ShmTuner::class_of(b.total);
-  const int ways =
-      tuner_ways(large && P > 1 && cls_bytes >= kDirectBytes * P, d);
+  const int ways = tuner_ways(large && a2a_direct_size(b.total), d);
   const ShmWay way =
       large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
                            streaming(2 * b.total / P) ? ShmStrategy::Stream
                                                       : ShmStrategy::Cached,
                            ways)
             : ShmWay{};
-  const uint64_t t0 = now_ns();
+  const uint64_t t0 = large ? now_ns() : 0;  // clock reads cost small ops
   if (way.direct && ways == kShmWays)
-    a2a_direct(d, b);
+    a2a_direct(d, b, false, 0);
   else
-    a2a_rounds(d, b, way);
+    a2a_rounds(d, b, way, a2a_place(0), false, 0);
   if (large)
     tuner_.finish(now_ns() - t0);
 }
 
 void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
-                          const ShmWay& way) {
+                          const ShmWay& way, const A2aPlace& pl, bool staged0,
+                          size_t own_done) {
   const auto P = static_cast<size_t>(size_);
   const auto r = static_cast<size_t>(rank_);
-  size_t window = std::max<size_t>(layout_.slot_bytes / P, 1);
-  if (window >= 64)
-    window = window / 64 * 64;
+  const size_t window = pl.window;
   const size_t rounds = a2a::rounds(b.largest, window);
-  // The own block in `rounds` shares (64-byte multiples, the last shorter).
   const size_t own = b.send[r];
-  const size_t share = ((own + rounds - 1) / rounds + 63) / 64 * 64;
   for (size_t k = 0; k < rounds; ++k) {
-    char* mine = slot(rank_, steps() + 1);
-    for (size_t q = 0; q < P; ++q) {
-      const a2a::Part p = a2a::round_part(b.send[q], window, k);
-      if (q != r && p.len != 0)
-        copy_with(mine + q * window, b.in + b.soff[q] + p.off, p.len,
-                  way.stream_stage);
+    if (k > 0 || !staged0) {
+      char* mine = slot(rank_, steps() + 1) + pl.off;
+      for (size_t q = 0; q < P; ++q) {
+        const a2a::Part p = a2a::round_part(b.send[q], window, k);
+        if (q != r && p.len != 0)
+          copy_with(mine + q * window, b.in + b.soff[q] + p.off, p.len,
+                    way.stream_stage || b.send[q] >= b.stream_from);
+      }
+      arrive(d);
+      // A share of the own block (64-byte multiples) while the peers
+      // finish staging: what is left, over the rounds left.
+      const size_t left = rounds - k;
+      const size_t share = std::min(
+          own - own_done, ((own - own_done + left - 1) / left + 63) / 64 * 64);
+      if (share != 0)
+        cached_copy(b.out + b.roff[r] + own_done, b.in + b.soff[r] + own_done,
+                    share);
+      own_done += share;
+      await();
     }
-    arrive(d);
-    const a2a::Part o = a2a::round_part(own, share, k);
-    if (o.len != 0)
-      cached_copy(b.out + b.roff[r] + o.off, b.in + b.soff[r] + o.off, o.len);
-    await();
     for (size_t i = 1; i < P; ++i) {
       const size_t q = (r + i) % P;  // spread the readers over the slots
       const a2a::Part p = a2a::round_part(b.recv[q], window, k);
       if (p.len != 0)
         copy_with(b.out + b.roff[q] + p.off,
-                  slot(static_cast<int>(q), steps()) + r * window, p.len,
-                  way.stream_out);
+                  slot(static_cast<int>(q), steps()) + pl.off + r * window,
+                  p.len, way.stream_out);
     }
   }
+  if (own_done < own)
+    cached_copy(b.out + b.roff[r] + own_done, b.in + b.soff[r] + own_done,
+                own - own_done);
 }
 
 int ShmGroup::tuner_ways(bool eligible, const ShmStepDesc& d) {
@@ -160,7 +180,7 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
                 reinterpret_cast<uintptr_t>(this);
   std::memcpy(slot(rank_, steps() + 1), &probe_word_, sizeof(probe_word_));
   ShmStepDesc p = d;
-  p.aux = static_cast<int32_t>(::getpid());
+  p.aux = pid_;
   p.addr = reinterpret_cast<uintptr_t>(&probe_word_);
   step(p);
   int ok = 1, why = 0, whom = -1;
@@ -196,23 +216,40 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   return direct_ == 1;
 }
 
-void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b) {
+void ShmGroup::note_peer_inputs() {
+  a2a_peers_.resize(static_cast<size_t>(size_));
+  for (int q = 0; q < size_; ++q) {
+    const ShmStepDesc& o = ch_.announced(q);
+    a2a_peers_[static_cast<size_t>(q)] = {o.aux < 0 ? -o.aux : o.aux, o.addr};
+  }
+}
+
+void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
+                          bool published, size_t own_done) {
   const auto r = static_cast<size_t>(rank_);
-  ShmStepDesc p = d;
-  p.aux = static_cast<int32_t>(::getpid());
-  p.addr = reinterpret_cast<uintptr_t>(b.in);
-  arrive(p);
-  if (b.send[r] != 0)  // while the peers arrive
-    cached_copy(b.out + b.roff[r], b.in + b.soff[r], b.send[r]);
-  await();
+  const size_t own = b.send[r] - own_done;
+  const char* own_from = b.in + b.soff[r] + own_done;
+  char* own_to = b.out + b.roff[r] + own_done;
+  if (!published) {
+    ShmStepDesc p = d;
+    p.aux = pid_;
+    p.addr = reinterpret_cast<uintptr_t>(b.in);
+    arrive(p);
+    if (own != 0)  // while the peers arrive
+      cached_copy(own_to, own_from, own);
+    await();
+    note_peer_inputs();
+  } else if (own != 0) {
+    cached_copy(own_to, own_from, own);
+  }
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     const auto uq = static_cast<size_t>(q);
     if (b.recv[uq] == 0)
       continue;
-    const ShmStepDesc& o = ch_.announced(q);
+    const PeerInput& o = a2a_peers_[uq];
     const int err =
-        read_peer(static_cast<pid_t>(o.aux), o.addr + b.peer_off[uq],
+        read_peer(static_cast<pid_t>(o.pid), o.addr + b.peer_off[uq],
                   b.out + b.roff[uq], b.recv[uq]);
     if (err != 0) {
       raise(ErrorKind::Io,
@@ -257,7 +294,9 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
 void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                            char* dst, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size_);
+  const auto r = static_cast<size_t>(rank_);
   const size_t row = 2 * P;
+  const size_t row_bytes = ShmLayout::align(row * sizeof(uint64_t), 64);
   if (row * sizeof(uint64_t) > layout_.slot_bytes) {
     raise(ErrorKind::Internal,
           "all_to_allv: the counts of " + std::to_string(P) +
@@ -266,57 +305,97 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
-  // A small op's blocks ride along behind the row (one sync in all): a
-  // rank stages them when its own row allows (staged_with_row), and the
-  // blocks are used when every row allowed it.
-  const size_t row_bytes = ShmLayout::align(row * sizeof(uint64_t), 64);
-  const size_t window = layout_.slot_bytes > row_bytes
-                            ? (layout_.slot_bytes - row_bytes) / P / 64 * 64
-                            : 0;
-  auto staged_with_row = [&](auto&& sends, int from) {
-    size_t sum = 0, most = 0;
-    for (int q = 0; q < size_; ++q) {
-      if (q == from)
-        continue;
-      sum += sends(q);
-      most = std::max<size_t>(most, sends(q));
-    }
-    return sum <= kTunedBytes && most <= window;
+  // The rows go to the result buffer (row q at q * row_bytes) where they
+  // all fit, so that the rounds have whole slots (all_to_all's windows:
+  // blocks of a slot's share per rank take one round, not two); else at
+  // the head of every rank's slot, before the windows.
+  const bool rows_apart = P * row_bytes <= layout_.slot_bytes;
+  const A2aPlace pl = a2a_place(rows_apart ? 0 : row_bytes);
+  auto row_of = [&](int q, uint64_t s) {
+    return rows_apart ? result(s) + static_cast<size_t>(q) * row_bytes
+                      : slot(q, s);
   };
-  char* mine = slot(rank_, steps() + 1);
-  a2a::fill_row(send, recv, reinterpret_cast<uint64_t*>(mine));
-  const auto r = static_cast<size_t>(rank_);
-  if (staged_with_row([&](int q) { return send[static_cast<size_t>(q)]; },
-                      rank_)) {
+  a2a::fill_row(send, recv,
+                reinterpret_cast<uint64_t*>(row_of(rank_, steps() + 1)));
+  // The blocks ride behind the counts: only together do the ranks know the
+  // op's size (and so its way), but each knows its own counts, and when
+  // every rank sends as much (uniform counts; mixture-of-experts routing,
+  // where every rank sends all its tokens) the op's size is this rank's.
+  // So from that guess each rank either stages its blocks' first round in
+  // the rows' step, or, where the tuner would read directly, only
+  // publishes its input (its pid and address, as the direct way does:
+  // aux is +pid after staging, -pid without). After the step, the real
+  // size decides; a rank whose guess was wrong costs a step (every rank
+  // stages again) or a wasted staging, never a wrong byte.
+  size_t mine_total = 0, mine_largest = 0;
+  for (size_t q = 0; q < P; ++q) {
+    mine_total += send[q];
+    if (q != r)
+      mine_largest = std::max(mine_largest, send[q]);
+  }
+  auto guess_of_size = [&](size_t total) {
+    return streaming(2 * total / P) ? ShmStrategy::Stream : ShmStrategy::Cached;
+  };
+  auto ways_known = [&](size_t total) {
+    // The probe's verdict where it is in; a guess makes no sync step.
+    const bool allowed = tuner_.forced() == ShmStrategy::Auto ||
+                         tuner_.forced() == ShmStrategy::Direct;
+    return allowed && direct_ == 1 && a2a_direct_size(total) ? kShmWays
+                                                             : kStoreWays;
+  };
+  ShmWay guess{};
+  const bool large_guess = mine_total > kTunedBytes;
+  if (large_guess) {
+    const int ways = ways_known(mine_total);
+    guess = tuner_.peek(ShmTuner::kAllToAllv, mine_total,
+                        guess_of_size(mine_total), ways);
+    guess.direct = guess.direct && ways == kShmWays;
+  }
+  // The tuner times a large op from here (clock reads cost small ones).
+  uint64_t t0 = large_guess ? now_ns() : 0;
+  const bool own_ok = send[r] == recv[r];  // else the check throws below
+  size_t own_done = 0;
+  size_t soff_r = 0, roff_r = 0;
+  for (size_t q = 0; q < r; ++q) {
+    soff_r += send[q];
+    roff_r += recv[q];
+  }
+  if (!guess.direct) {
+    char* mine = slot(rank_, steps() + 1) + pl.off;
     for (size_t q = 0, off = 0; q < P; off += send[q], ++q) {
-      if (q != r)
-        copy_with(mine + row_bytes + q * window, src + off, send[q],
-                  send[q] >= kRideStreamBytes);
+      const a2a::Part p = a2a::round_part(send[q], pl.window, 0);
+      if (q != r && p.len != 0)
+        copy_with(
+            mine + q * pl.window, src + off, p.len,
+            large_guess ? guess.stream_stage : send[q] >= kRideStreamBytes);
     }
   }
-  step(ShmStepDesc{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
-  for (size_t q = 0; q < P; ++q) {
-    std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), steps()),
-                row * sizeof(uint64_t));
+  ShmStepDesc rows{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0};
+  rows.aux = guess.direct ? -pid_ : pid_;
+  rows.addr = reinterpret_cast<uintptr_t>(src);
+  arrive(rows);
+  if (own_ok && send[r] != 0) {
+    // The own block (or the first round's share of it) while the peers
+    // arrive.
+    const size_t rounds = a2a::rounds(mine_largest, pl.window);
+    own_done = guess.direct
+                   ? send[r]
+                   : std::min(send[r],
+                              ((send[r] + rounds - 1) / rounds + 63) / 64 * 64);
+    cached_copy(dst + roff_r, src + soff_r, own_done);
   }
+  await();
+  bool all_staged = true;
+  for (int q = 0; q < size_; ++q) {
+    std::memcpy(counts_.data() + static_cast<size_t>(q) * row,
+                row_of(q, steps()), row * sizeof(uint64_t));
+    all_staged = all_staged && ch_.announced(q).aux > 0;
+  }
+  note_peer_inputs();
   const a2a::Counts c{counts_.data(), size_};
   ops_.agreed([&] {
     a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
   });
-  bool all_staged = true;
-  for (int f = 0; f < size_ && all_staged; ++f) {
-    all_staged = staged_with_row([&](int q) { return c.sends(f, q); }, f);
-  }
-  if (all_staged) {
-    for (size_t q = 0, so = 0, ro = 0; q < P;
-         so += send[q], ro += recv[q], ++q) {
-      const char* from =
-          q == r ? src + so
-                 : slot(static_cast<int>(q), steps()) + row_bytes + r * window;
-      cached_copy(dst + ro, from, recv[q]);
-    }
-    return;
-  }
   a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
@@ -330,10 +409,28 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     for (int j = 0; j < rank_; ++j)
       peer_off[q] += c.sends(static_cast<int>(q), j);
   }
-  const uint64_t total = c.total();
-  a2a_blocks(ShmStepDesc{OpKind::AllToAllv, -1, total, 0, 0, 0},
-             A2aBlocks{src, send.data(), soff, dst, recv.data(), roff, peer_off,
-                       c.largest(), static_cast<size_t>(total)});
+  // The tuner's size: a rank's input, on average (all_to_all's measure).
+  const auto total = static_cast<size_t>(c.total() / P);
+  const ShmStepDesc d{OpKind::AllToAllv, -1, c.total(), 0, 0, 0};
+  const bool large = total > kTunedBytes;
+  // Every rank decides from the same matrix: the same ways (and probe).
+  const int ways = large ? tuner_ways(a2a_direct_size(total), d) : kStoreWays;
+  const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAllv, total,
+                                          guess_of_size(total), ways)
+                           : ShmWay{};
+  // Small ops stage as the first round did: streaming from
+  // kRideStreamBytes a block.
+  const A2aBlocks b{src,         send.data(),
+                    soff,        dst,
+                    recv.data(), roff,
+                    peer_off,    c.largest(),
+                    total,       large ? SIZE_MAX : kRideStreamBytes};
+  if (way.direct && ways == kShmWays)
+    a2a_direct(d, b, true, own_done);
+  else
+    a2a_rounds(d, b, way, pl, all_staged, own_done);
+  if (large)
+    tuner_.finish(now_ns() - t0);
 }
 
 }  // namespace jaccl::detail
