@@ -24,10 +24,15 @@
 // page: on some machines it runs at half a memcpy, and below two user
 // copies) and on the size, so large ops let the tuner measure: staged with
 // cached or streaming stores, and from kDirectBytes per block direct as a
-// fourth way (shm_strategy.h, kind kAllToAll; figures in BENCHMARKS.md).
+// fourth way (shm_strategy.h, kinds kAllToAll and kAllToAllv, sized by a
+// rank's input; figures in BENCHMARKS.md).
 //
-// all_to_allv first shares every rank's counts through the slots (one
-// sync); a small op's blocks travel behind its counts, so it needs no other.
+// all_to_allv shares every rank's counts at its first sync step, and its
+// blocks ride that step (a2a_varying): each rank stages its first round,
+// or, where the tuner would read directly, only publishes its input, as
+// its own counts suggest; so with counts that agree on the op's size it
+// makes as many syncs as all_to_all (before, one more: 1.25x and 2.5x
+// all_to_all's time at 1 MiB, 2 and 4 ranks, in the 2026-12-04 run).
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -115,7 +120,7 @@ void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
   if (way.direct && ways == kShmWays)
     a2a_direct(d, b, false, 0);
   else
-    a2a_rounds(d, b, way, a2a_place(0), false, 0);
+    a2a_rounds(d, b, way, a2a_whole_, false, 0);
   if (large)
     tuner_.finish(now_ns() - t0);
 }
@@ -305,14 +310,16 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
-  // The rows go to the result buffer (row q at q * row_bytes) where they
-  // all fit, so that the rounds have whole slots (all_to_all's windows:
-  // blocks of a slot's share per rank take one round, not two); else at
-  // the head of every rank's slot, before the windows.
+  // A rank's row goes where its slot has no block, its own window (rank
+  // q's at q x window), where a row fits a window: then the rounds have
+  // whole slots (all_to_all's windows: blocks of a slot's share per rank
+  // take one round, not two), and no rank writes a line next to another's
+  // (rows side by side in a shared buffer cost small ops a cross-core
+  // miss). Else the rows go at the head of every slot, before the windows.
   const bool rows_apart = P * row_bytes <= layout_.slot_bytes;
-  const A2aPlace pl = a2a_place(rows_apart ? 0 : row_bytes);
+  const A2aPlace& pl = rows_apart ? a2a_whole_ : a2a_after_row_;
   auto row_of = [&](int q, uint64_t s) {
-    return rows_apart ? result(s) + static_cast<size_t>(q) * row_bytes
+    return rows_apart ? slot(q, s) + static_cast<size_t>(q) * pl.window
                       : slot(q, s);
   };
   a2a::fill_row(send, recv,
@@ -377,11 +384,12 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   if (own_ok && send[r] != 0) {
     // The own block (or the first round's share of it) while the peers
     // arrive.
-    const size_t rounds = a2a::rounds(mine_largest, pl.window);
-    own_done = guess.direct
-                   ? send[r]
-                   : std::min(send[r],
-                              ((send[r] + rounds - 1) / rounds + 63) / 64 * 64);
+    own_done = send[r];
+    if (!guess.direct && mine_largest > pl.window) {
+      const size_t rounds = a2a::rounds(mine_largest, pl.window);
+      own_done =
+          std::min(send[r], ((send[r] + rounds - 1) / rounds + 63) / 64 * 64);
+    }
     cached_copy(dst + roff_r, src + soff_r, own_done);
   }
   await();
@@ -391,11 +399,30 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                 row_of(q, steps()), row * sizeof(uint64_t));
     all_staged = all_staged && ch_.announced(q).aux > 0;
   }
-  note_peer_inputs();
   const a2a::Counts c{counts_.data(), size_};
   ops_.agreed([&] {
     a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
   });
+  // The tuner's size: a rank's input, on average (all_to_all's measure).
+  const uint64_t all_bytes = c.total();
+  const bool large = all_bytes > kTunedBytes * P;
+  const auto total = static_cast<size_t>(large ? all_bytes / P : 0);
+  const uint64_t largest = c.largest();
+  if (!large && all_staged && largest <= pl.window) {
+    // A small op in one round: every block is in its sender's slot.
+    for (size_t q = 0, ro = 0; q < P; ro += recv[q], ++q) {
+      if (q != r)
+        cached_copy(dst + ro,
+                    slot(static_cast<int>(q), steps()) + pl.off + r * pl.window,
+                    recv[q]);
+    }
+    if (own_done < send[r])
+      cached_copy(dst + roff_r + own_done, src + soff_r + own_done,
+                  send[r] - own_done);
+    return;
+  }
+  if (large)
+    note_peer_inputs();  // before a probe's steps (tuner_ways)
   a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
@@ -409,10 +436,7 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     for (int j = 0; j < rank_; ++j)
       peer_off[q] += c.sends(static_cast<int>(q), j);
   }
-  // The tuner's size: a rank's input, on average (all_to_all's measure).
-  const auto total = static_cast<size_t>(c.total() / P);
-  const ShmStepDesc d{OpKind::AllToAllv, -1, c.total(), 0, 0, 0};
-  const bool large = total > kTunedBytes;
+  const ShmStepDesc d{OpKind::AllToAllv, -1, all_bytes, 0, 0, 0};
   // Every rank decides from the same matrix: the same ways (and probe).
   const int ways = large ? tuner_ways(a2a_direct_size(total), d) : kStoreWays;
   const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAllv, total,
@@ -420,11 +444,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                            : ShmWay{};
   // Small ops stage as the first round did: streaming from
   // kRideStreamBytes a block.
-  const A2aBlocks b{src,         send.data(),
-                    soff,        dst,
-                    recv.data(), roff,
-                    peer_off,    c.largest(),
-                    total,       large ? SIZE_MAX : kRideStreamBytes};
+  const A2aBlocks b{
+      src,  send.data(), soff,    dst,   recv.data(),
+      roff, peer_off,    largest, total, large ? SIZE_MAX : kRideStreamBytes};
   if (way.direct && ways == kShmWays)
     a2a_direct(d, b, true, own_done);
   else

@@ -94,7 +94,10 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
           64 * 64),
       llc_bytes_(llc_bytes()),
       tuner_(static_cast<ShmStrategy>(ch_.header().strategy)),
-      pid_(static_cast<int32_t>(::getpid())) {}
+      pid_(static_cast<int32_t>(::getpid())),
+      a2a_whole_(a2a_place(0)),
+      a2a_after_row_(a2a_place(ShmLayout::align(
+          2 * static_cast<size_t>(size_) * sizeof(uint64_t), 64))) {}
 
 ShmGroup::~ShmGroup() = default;
 

@@ -171,6 +171,10 @@ class ShmGroup : public Group {
   std::vector<size_t> a2a_scratch_;   // all_to_all(v)'s counts and offsets
   std::vector<PeerInput> a2a_peers_;  // a2a_direct: every rank's input
   const int32_t pid_;                 // this process (direct reads)
+  // all_to_all(v)'s staging windows: whole slots, and after all_to_allv's
+  // counts where they ride the slot's head (shm_all_to_all.cpp).
+  const A2aPlace a2a_whole_;
+  const A2aPlace a2a_after_row_;
   std::vector<char> reduce_scratch_;  // reduce_large in place, rank >= 2
   int direct_ = -1;                   // a2a_direct_ok: -1 not probed yet
   uint64_t probe_word_ = 0;           // what peers read in the probe
