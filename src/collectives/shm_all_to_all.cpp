@@ -442,6 +442,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAllv, total,
                                           guess_of_size(total), ways)
                            : ShmWay{};
+  if (large && !large_guess)
+    t0 = now_ns();
   // Small ops stage as the first round did: streaming from
   // kRideStreamBytes a block.
   const A2aBlocks b{
