@@ -3,9 +3,9 @@
 // ways:
 //
 // Staged: each round, every rank stages a window of each block it sends
-// (block j in window j of its slot), syncs once, and copies window `rank`
-// out of every peer's slot into its output: two copies per byte, one sync
-// per round, no rank waits on a pair. The windows are a slot's share per
+// (block j in window j - rank mod n of its slot), syncs once, and copies
+// its window out of every peer's slot into its output: two copies per byte, one
+// sync per round, no rank waits on a pair. The windows are a slot's share per
 // rank, so blocks larger than that take several rounds (double-buffered
 // slots: staging round k + 1 overlaps the peers' copy-out of round k). A
 // rank's own block goes straight from input to output, a share per round
@@ -139,8 +139,8 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
       for (size_t q = 0; q < P; ++q) {
         const a2a::Part p = a2a::round_part(b.send[q], window, k);
         if (q != r && p.len != 0)
-          copy_with(mine + q * window, b.in + b.soff[q] + p.off, p.len,
-                    way.stream_stage || b.send[q] >= b.stream_from);
+          copy_with(mine + a2a_window(r, q) * window, b.in + b.soff[q] + p.off,
+                    p.len, way.stream_stage || b.send[q] >= b.stream_from);
       }
       arrive(d);
       // A share of the own block (64-byte multiples) while the peers
@@ -159,7 +159,8 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
       const a2a::Part p = a2a::round_part(b.recv[q], window, k);
       if (p.len != 0)
         copy_with(b.out + b.roff[q] + p.off,
-                  slot(static_cast<int>(q), steps()) + pl.off + r * window,
+                  slot(static_cast<int>(q), steps()) + pl.off +
+                      a2a_window(q, r) * window,
                   p.len, way.stream_out);
     }
   }
@@ -310,17 +311,18 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
-  // A rank's row goes where its slot has no block, its own window (rank
-  // q's at q x window), where a row fits a window: then the rounds have
-  // whole slots (all_to_all's windows: blocks of a slot's share per rank
-  // take one round, not two), and no rank writes a line next to another's
-  // (rows side by side in a shared buffer cost small ops a cross-core
-  // miss). Else the rows go at the head of every slot, before the windows.
+  // A rank's row goes where its slot has no block, at the end of its own
+  // window (the first: a2a_window), where a row fits a window: then the
+  // rounds have whole slots (all_to_all's windows: blocks of a slot's share
+  // per rank take one round, not two), no rank writes a line next to
+  // another's (rows side by side in a shared buffer cost small ops a
+  // cross-core miss), and the next rank finds its block on the row's page,
+  // right behind it (two ranks: every reader). Else the rows go at the
+  // head of every slot, before the windows.
   const bool rows_apart = P * row_bytes <= layout_.slot_bytes;
   const A2aPlace& pl = rows_apart ? a2a_whole_ : a2a_after_row_;
   auto row_of = [&](int q, uint64_t s) {
-    return rows_apart ? slot(q, s) + static_cast<size_t>(q) * pl.window
-                      : slot(q, s);
+    return rows_apart ? slot(q, s) + pl.window - row_bytes : slot(q, s);
   };
   a2a::fill_row(send, recv,
                 reinterpret_cast<uint64_t*>(row_of(rank_, steps() + 1)));
@@ -373,7 +375,7 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
       const a2a::Part p = a2a::round_part(send[q], pl.window, 0);
       if (q != r && p.len != 0)
         copy_with(
-            mine + q * pl.window, src + off, p.len,
+            mine + a2a_window(r, q) * pl.window, src + off, p.len,
             large_guess ? guess.stream_stage : send[q] >= kRideStreamBytes);
     }
   }
@@ -413,7 +415,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     for (size_t q = 0, ro = 0; q < P; ro += recv[q], ++q) {
       if (q != r)
         cached_copy(dst + ro,
-                    slot(static_cast<int>(q), steps()) + pl.off + r * pl.window,
+                    slot(static_cast<int>(q), steps()) + pl.off +
+                        a2a_window(q, r) * pl.window,
                     recv[q]);
     }
     if (own_done < send[r])

@@ -115,6 +115,13 @@ class ShmGroup : public Group {
     size_t off;
     size_t window;
   };
+  // The window of rank `stager`'s slot that holds its block for rank
+  // `reader`: rotated, so that a rank's own (unused) window comes first and
+  // its block for the next rank second.
+  size_t a2a_window(size_t stager, size_t reader) const {
+    const auto P = static_cast<size_t>(size_);
+    return reader >= stager ? reader - stager : reader + P - stager;
+  }
   // The staging windows of a slot whose first `off` bytes hold something
   // else (all_to_allv's counts, when they do not fit the result buffer).
   A2aPlace a2a_place(size_t off) const;
