@@ -3,9 +3,9 @@
 // ways:
 //
 // Staged: each round, every rank stages a window of each block it sends
-// (block j in window j of its slot), syncs once, and copies window `rank`
-// out of every peer's slot into its output: two copies per byte, one sync
-// per round, no rank waits on a pair. The windows are a slot's share per
+// (block j in window j - rank mod n of its slot), syncs once, and copies
+// its window out of every peer's slot into its output: two copies per byte, one
+// sync per round, no rank waits on a pair. The windows are a slot's share per
 // rank, so blocks larger than that take several rounds (double-buffered
 // slots: staging round k + 1 overlaps the peers' copy-out of round k). A
 // rank's own block goes straight from input to output, a share per round
@@ -24,10 +24,15 @@
 // page: on some machines it runs at half a memcpy, and below two user
 // copies) and on the size, so large ops let the tuner measure: staged with
 // cached or streaming stores, and from kDirectBytes per block direct as a
-// fourth way (shm_strategy.h, kind kAllToAll; figures in BENCHMARKS.md).
+// fourth way (shm_strategy.h, kinds kAllToAll and kAllToAllv, sized by a
+// rank's input; figures in BENCHMARKS.md).
 //
-// all_to_allv first shares every rank's counts through the slots (one
-// sync); a small op's blocks travel behind its counts, so it needs no other.
+// all_to_allv shares every rank's counts at its first sync step, and its
+// blocks ride that step (a2a_varying): each rank stages its first round,
+// or, where the tuner would read directly, only publishes its input, as
+// its own counts suggest; so with counts that agree on the op's size it
+// makes as many syncs as all_to_all (before, one more: 1.25x and 2.5x
+// all_to_all's time at 1 MiB, 2 and 4 ranks, in the 2026-12-04 run).
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -84,63 +89,84 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
 
 }  // namespace
 
+ShmGroup::A2aPlace ShmGroup::a2a_place(size_t off) const {
+  const auto P = static_cast<size_t>(size_);
+  size_t window = std::max<size_t>((layout_.slot_bytes - off) / P, 1);
+  if (window >= 64)
+    window = window / 64 * 64;
+  return A2aPlace{off, window};
+}
+
+bool ShmGroup::a2a_direct_size(size_t total) const {
+  // By size class, so that every call of a class has the same ways.
+  const size_t cls_bytes = size_t(1) << ShmTuner::class_of(total);
+  return size_ > 1 && cls_bytes >= kDirectBytes * static_cast<size_t>(size_);
+}
+
 void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
   const auto P = static_cast<size_t>(size_);
   const bool large = b.total > kTunedBytes;
   // The tuner's size class decides whether direct is a way (and the probe
   // verdict, the same on every rank), so every call of a class has the
   // same ways on every rank.
-  const size_t cls_bytes = size_t(1) << ShmTuner::class_of(b.total);
-  const int ways =
-      tuner_ways(large && P > 1 && cls_bytes >= kDirectBytes * P, d);
+  const int ways = tuner_ways(large && a2a_direct_size(b.total), d);
   const ShmWay way =
       large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
                            streaming(2 * b.total / P) ? ShmStrategy::Stream
                                                       : ShmStrategy::Cached,
                            ways)
             : ShmWay{};
-  const uint64_t t0 = now_ns();
+  const uint64_t t0 = large ? now_ns() : 0;  // clock reads cost small ops
   if (way.direct && ways == kShmWays)
-    a2a_direct(d, b);
+    a2a_direct(d, b, false, 0);
   else
-    a2a_rounds(d, b, way);
+    a2a_rounds(d, b, way, a2a_whole_, false, 0);
   if (large)
     tuner_.finish(now_ns() - t0);
 }
 
 void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
-                          const ShmWay& way) {
+                          const ShmWay& way, const A2aPlace& pl, bool staged0,
+                          size_t own_done) {
   const auto P = static_cast<size_t>(size_);
   const auto r = static_cast<size_t>(rank_);
-  size_t window = std::max<size_t>(layout_.slot_bytes / P, 1);
-  if (window >= 64)
-    window = window / 64 * 64;
+  const size_t window = pl.window;
   const size_t rounds = a2a::rounds(b.largest, window);
-  // The own block in `rounds` shares (64-byte multiples, the last shorter).
   const size_t own = b.send[r];
-  const size_t share = ((own + rounds - 1) / rounds + 63) / 64 * 64;
   for (size_t k = 0; k < rounds; ++k) {
-    char* mine = slot(rank_, steps() + 1);
-    for (size_t q = 0; q < P; ++q) {
-      const a2a::Part p = a2a::round_part(b.send[q], window, k);
-      if (q != r && p.len != 0)
-        copy_with(mine + q * window, b.in + b.soff[q] + p.off, p.len,
-                  way.stream_stage);
+    if (k > 0 || !staged0) {
+      char* mine = slot(rank_, steps() + 1) + pl.off;
+      for (size_t q = 0; q < P; ++q) {
+        const a2a::Part p = a2a::round_part(b.send[q], window, k);
+        if (q != r && p.len != 0)
+          copy_with(mine + a2a_window(r, q) * window, b.in + b.soff[q] + p.off,
+                    p.len, way.stream_stage || b.send[q] >= b.stream_from);
+      }
+      arrive(d);
+      // A share of the own block (64-byte multiples) while the peers
+      // finish staging: what is left, over the rounds left.
+      const size_t left = rounds - k;
+      const size_t share = std::min(
+          own - own_done, ((own - own_done + left - 1) / left + 63) / 64 * 64);
+      if (share != 0)
+        cached_copy(b.out + b.roff[r] + own_done, b.in + b.soff[r] + own_done,
+                    share);
+      own_done += share;
+      await();
     }
-    arrive(d);
-    const a2a::Part o = a2a::round_part(own, share, k);
-    if (o.len != 0)
-      cached_copy(b.out + b.roff[r] + o.off, b.in + b.soff[r] + o.off, o.len);
-    await();
     for (size_t i = 1; i < P; ++i) {
       const size_t q = (r + i) % P;  // spread the readers over the slots
       const a2a::Part p = a2a::round_part(b.recv[q], window, k);
       if (p.len != 0)
         copy_with(b.out + b.roff[q] + p.off,
-                  slot(static_cast<int>(q), steps()) + r * window, p.len,
-                  way.stream_out);
+                  slot(static_cast<int>(q), steps()) + pl.off +
+                      a2a_window(q, r) * window,
+                  p.len, way.stream_out);
     }
   }
+  if (own_done < own)
+    cached_copy(b.out + b.roff[r] + own_done, b.in + b.soff[r] + own_done,
+                own - own_done);
 }
 
 int ShmGroup::tuner_ways(bool eligible, const ShmStepDesc& d) {
@@ -160,7 +186,7 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
                 reinterpret_cast<uintptr_t>(this);
   std::memcpy(slot(rank_, steps() + 1), &probe_word_, sizeof(probe_word_));
   ShmStepDesc p = d;
-  p.aux = static_cast<int32_t>(::getpid());
+  p.aux = pid_;
   p.addr = reinterpret_cast<uintptr_t>(&probe_word_);
   step(p);
   int ok = 1, why = 0, whom = -1;
@@ -196,23 +222,40 @@ bool ShmGroup::a2a_direct_ok(const ShmStepDesc& d) {
   return direct_ == 1;
 }
 
-void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b) {
+void ShmGroup::note_peer_inputs() {
+  a2a_peers_.resize(static_cast<size_t>(size_));
+  for (int q = 0; q < size_; ++q) {
+    const ShmStepDesc& o = ch_.announced(q);
+    a2a_peers_[static_cast<size_t>(q)] = {o.aux < 0 ? -o.aux : o.aux, o.addr};
+  }
+}
+
+void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
+                          bool published, size_t own_done) {
   const auto r = static_cast<size_t>(rank_);
-  ShmStepDesc p = d;
-  p.aux = static_cast<int32_t>(::getpid());
-  p.addr = reinterpret_cast<uintptr_t>(b.in);
-  arrive(p);
-  if (b.send[r] != 0)  // while the peers arrive
-    cached_copy(b.out + b.roff[r], b.in + b.soff[r], b.send[r]);
-  await();
+  const size_t own = b.send[r] - own_done;
+  const char* own_from = b.in + b.soff[r] + own_done;
+  char* own_to = b.out + b.roff[r] + own_done;
+  if (!published) {
+    ShmStepDesc p = d;
+    p.aux = pid_;
+    p.addr = reinterpret_cast<uintptr_t>(b.in);
+    arrive(p);
+    if (own != 0)  // while the peers arrive
+      cached_copy(own_to, own_from, own);
+    await();
+    note_peer_inputs();
+  } else if (own != 0) {
+    cached_copy(own_to, own_from, own);
+  }
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     const auto uq = static_cast<size_t>(q);
     if (b.recv[uq] == 0)
       continue;
-    const ShmStepDesc& o = ch_.announced(q);
+    const PeerInput& o = a2a_peers_[uq];
     const int err =
-        read_peer(static_cast<pid_t>(o.aux), o.addr + b.peer_off[uq],
+        read_peer(static_cast<pid_t>(o.pid), o.addr + b.peer_off[uq],
                   b.out + b.roff[uq], b.recv[uq]);
     if (err != 0) {
       raise(ErrorKind::Io,
@@ -257,7 +300,9 @@ void ShmGroup::all_to_allv(const void* in, std::span<const size_t> send,
 void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                            char* dst, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size_);
+  const auto r = static_cast<size_t>(rank_);
   const size_t row = 2 * P;
+  const size_t row_bytes = ShmLayout::align(row * sizeof(uint64_t), 64);
   if (row * sizeof(uint64_t) > layout_.slot_bytes) {
     raise(ErrorKind::Internal,
           "all_to_allv: the counts of " + std::to_string(P) +
@@ -266,57 +311,125 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   counts_.resize(row * P);
   // The counts matrix: every rank stages its row, one sync, all read all.
-  // A small op's blocks ride along behind the row (one sync in all): a
-  // rank stages them when its own row allows (staged_with_row), and the
-  // blocks are used when every row allowed it.
-  const size_t row_bytes = ShmLayout::align(row * sizeof(uint64_t), 64);
-  const size_t window = layout_.slot_bytes > row_bytes
-                            ? (layout_.slot_bytes - row_bytes) / P / 64 * 64
-                            : 0;
-  auto staged_with_row = [&](auto&& sends, int from) {
-    size_t sum = 0, most = 0;
-    for (int q = 0; q < size_; ++q) {
-      if (q == from)
-        continue;
-      sum += sends(q);
-      most = std::max<size_t>(most, sends(q));
-    }
-    return sum <= kTunedBytes && most <= window;
+  // A rank's row goes where its slot has no block, at the end of its own
+  // window (the first: a2a_window), where a row fits a window: then the
+  // rounds have whole slots (all_to_all's windows: blocks of a slot's share
+  // per rank take one round, not two), no rank writes a line next to
+  // another's (rows side by side in a shared buffer cost small ops a
+  // cross-core miss), and the next rank finds its block on the row's page,
+  // right behind it (two ranks: every reader). Else the rows go at the
+  // head of every slot, before the windows.
+  const bool rows_apart = P * row_bytes <= layout_.slot_bytes;
+  const A2aPlace& pl = rows_apart ? a2a_whole_ : a2a_after_row_;
+  auto row_of = [&](int q, uint64_t s) {
+    return rows_apart ? slot(q, s) + pl.window - row_bytes : slot(q, s);
   };
-  char* mine = slot(rank_, steps() + 1);
-  a2a::fill_row(send, recv, reinterpret_cast<uint64_t*>(mine));
-  const auto r = static_cast<size_t>(rank_);
-  if (staged_with_row([&](int q) { return send[static_cast<size_t>(q)]; },
-                      rank_)) {
+  a2a::fill_row(send, recv,
+                reinterpret_cast<uint64_t*>(row_of(rank_, steps() + 1)));
+  // The blocks ride behind the counts: only together do the ranks know the
+  // op's size (and so its way), but each knows its own counts, and when
+  // every rank sends as much (uniform counts; mixture-of-experts routing,
+  // where every rank sends all its tokens) the op's size is this rank's.
+  // So from that guess each rank either stages its blocks' first round in
+  // the rows' step, or, where the tuner would read directly, only
+  // publishes its input (its pid and address, as the direct way does:
+  // aux is +pid after staging, -pid without). After the step, the real
+  // size decides; a rank whose guess was wrong costs a step (every rank
+  // stages again) or a wasted staging, never a wrong byte.
+  size_t mine_total = 0, mine_largest = 0;
+  for (size_t q = 0; q < P; ++q) {
+    mine_total += send[q];
+    if (q != r)
+      mine_largest = std::max(mine_largest, send[q]);
+  }
+  auto guess_of_size = [&](size_t total) {
+    return streaming(2 * total / P) ? ShmStrategy::Stream : ShmStrategy::Cached;
+  };
+  auto ways_known = [&](size_t total) {
+    // The probe's verdict where it is in; a guess makes no sync step.
+    const bool allowed = tuner_.forced() == ShmStrategy::Auto ||
+                         tuner_.forced() == ShmStrategy::Direct;
+    return allowed && direct_ == 1 && a2a_direct_size(total) ? kShmWays
+                                                             : kStoreWays;
+  };
+  ShmWay guess{};
+  const bool large_guess = mine_total > kTunedBytes;
+  if (large_guess) {
+    const int ways = ways_known(mine_total);
+    guess = tuner_.peek(ShmTuner::kAllToAllv, mine_total,
+                        guess_of_size(mine_total), ways);
+    guess.direct = guess.direct && ways == kShmWays;
+  }
+  // The tuner times a large op from here (clock reads cost small ones).
+  uint64_t t0 = large_guess ? now_ns() : 0;
+  const bool own_ok = send[r] == recv[r];  // else the check throws below
+  size_t own_done = 0;
+  size_t soff_r = 0, roff_r = 0;
+  for (size_t q = 0; q < r; ++q) {
+    soff_r += send[q];
+    roff_r += recv[q];
+  }
+  // Small blocks stage with streaming stores from kRideStreamBytes, unless
+  // ranks share cores (then a peer on this core would read them from
+  // memory instead of the cache: 4 ranks on 2 CPUs, 16 KiB, 16.2 us
+  // against all_to_all's 8.5 with cached stores).
+  const size_t ride_stream = ch_.oversubscribed() ? SIZE_MAX : kRideStreamBytes;
+  if (!guess.direct) {
+    char* mine = slot(rank_, steps() + 1) + pl.off;
     for (size_t q = 0, off = 0; q < P; off += send[q], ++q) {
-      if (q != r)
-        copy_with(mine + row_bytes + q * window, src + off, send[q],
-                  send[q] >= kRideStreamBytes);
+      const a2a::Part p = a2a::round_part(send[q], pl.window, 0);
+      if (q != r && p.len != 0)
+        copy_with(mine + a2a_window(r, q) * pl.window, src + off, p.len,
+                  large_guess ? guess.stream_stage : send[q] >= ride_stream);
     }
   }
-  step(ShmStepDesc{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0});
-  for (size_t q = 0; q < P; ++q) {
-    std::memcpy(counts_.data() + q * row, slot(static_cast<int>(q), steps()),
-                row * sizeof(uint64_t));
+  ShmStepDesc rows{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0};
+  rows.aux = guess.direct ? -pid_ : pid_;
+  rows.addr = reinterpret_cast<uintptr_t>(src);
+  arrive(rows);
+  if (own_ok && send[r] != 0) {
+    // The own block (or the first round's share of it) while the peers
+    // arrive.
+    own_done = send[r];
+    if (!guess.direct && mine_largest > pl.window) {
+      const size_t rounds = a2a::rounds(mine_largest, pl.window);
+      own_done =
+          std::min(send[r], ((send[r] + rounds - 1) / rounds + 63) / 64 * 64);
+    }
+    cached_copy(dst + roff_r, src + soff_r, own_done);
+  }
+  await();
+  bool all_staged = true;
+  for (int q = 0; q < size_; ++q) {
+    std::memcpy(counts_.data() + static_cast<size_t>(q) * row,
+                row_of(q, steps()), row * sizeof(uint64_t));
+    all_staged = all_staged && ch_.announced(q).aux > 0;
   }
   const a2a::Counts c{counts_.data(), size_};
   ops_.agreed([&] {
     a2a::check_matrix(c, who(rank_), [this](int m) { return who(m); });
   });
-  bool all_staged = true;
-  for (int f = 0; f < size_ && all_staged; ++f) {
-    all_staged = staged_with_row([&](int q) { return c.sends(f, q); }, f);
-  }
-  if (all_staged) {
-    for (size_t q = 0, so = 0, ro = 0; q < P;
-         so += send[q], ro += recv[q], ++q) {
-      const char* from =
-          q == r ? src + so
-                 : slot(static_cast<int>(q), steps()) + row_bytes + r * window;
-      cached_copy(dst + ro, from, recv[q]);
+  // The tuner's size: a rank's input, on average (all_to_all's measure).
+  const uint64_t all_bytes = c.total();
+  const bool large = all_bytes > kTunedBytes * P;
+  const auto total = static_cast<size_t>(large ? all_bytes / P : 0);
+  const uint64_t largest = c.largest();
+  if (!large && all_staged && largest <= pl.window) {
+    // A small op in one round: every block is in its sender's slot.
+    for (size_t q = 0, ro = 0; q < P; ro += recv[q], ++q) {
+      if (q != r)
+        cached_copy(dst + ro,
+                    slot(static_cast<int>(q), steps()) + pl.off +
+                        a2a_window(q, r) * pl.window,
+                    recv[q]);
     }
+    if (own_done < send[r])
+      cached_copy(dst + roff_r + own_done, src + soff_r + own_done,
+                  send[r] - own_done);
     return;
   }
+  if (large)
+    note_peer_inputs();  // before a probe's steps (tuner_ways)
   a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
@@ -330,10 +443,25 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     for (int j = 0; j < rank_; ++j)
       peer_off[q] += c.sends(static_cast<int>(q), j);
   }
-  const uint64_t total = c.total();
-  a2a_blocks(ShmStepDesc{OpKind::AllToAllv, -1, total, 0, 0, 0},
-             A2aBlocks{src, send.data(), soff, dst, recv.data(), roff, peer_off,
-                       c.largest(), static_cast<size_t>(total)});
+  const ShmStepDesc d{OpKind::AllToAllv, -1, all_bytes, 0, 0, 0};
+  // Every rank decides from the same matrix: the same ways (and probe).
+  const int ways = large ? tuner_ways(a2a_direct_size(total), d) : kStoreWays;
+  const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAllv, total,
+                                          guess_of_size(total), ways)
+                           : ShmWay{};
+  if (large && !large_guess)
+    t0 = now_ns();
+  // Small ops stage as the first round did: streaming from
+  // kRideStreamBytes a block.
+  const A2aBlocks b{
+      src,  send.data(), soff,    dst,   recv.data(),
+      roff, peer_off,    largest, total, large ? SIZE_MAX : ride_stream};
+  if (way.direct && ways == kShmWays)
+    a2a_direct(d, b, true, own_done);
+  else
+    a2a_rounds(d, b, way, pl, all_staged, own_done);
+  if (large)
+    tuner_.finish(now_ns() - t0);
 }
 
 }  // namespace jaccl::detail

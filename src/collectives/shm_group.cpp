@@ -93,7 +93,11 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
                                                    : ch_.header().chunk_bytes) /
           64 * 64),
       llc_bytes_(llc_bytes()),
-      tuner_(static_cast<ShmStrategy>(ch_.header().strategy)) {}
+      tuner_(static_cast<ShmStrategy>(ch_.header().strategy)),
+      pid_(static_cast<int32_t>(::getpid())),
+      a2a_whole_(a2a_place(0)),
+      a2a_after_row_(a2a_place(ShmLayout::align(
+          2 * static_cast<size_t>(size_) * sizeof(uint64_t), 64))) {}
 
 ShmGroup::~ShmGroup() = default;
 
@@ -119,7 +123,7 @@ void ShmGroup::log_decision() const {
   if (rank_ != 0 || !tuner_.decided(&kind, &cls, &pick, &ns, &ways))
     return;
   static const char* const kKinds[] = {"all_sum", "all_gather", "broadcast",
-                                       "all_to_all"};
+                                       "all_to_all", "all_to_allv"};
   std::ostringstream msg;
   msg << "shm " << kKinds[kind] << " from " << (size_t(1) << cls) << " bytes"
       << ": " << shm_strategy_name(pick) << " (slowest rank, ns/byte:";
@@ -348,7 +352,8 @@ void ShmGroup::gather_direct(const ShmStepDesc& d, const char* src, char* dst,
     peer_off[q] = 0;
   }
   a2a_direct(
-      d, A2aBlocks{src, counts, soff, dst, counts, roff, peer_off, n, n * P});
+      d, A2aBlocks{src, counts, soff, dst, counts, roff, peer_off, n, n * P},
+      false, 0);
 }
 
 void ShmGroup::sum_scatter(const void* in, void* out, size_t n, int dtype) {

@@ -94,7 +94,10 @@ class ShmGroup : public Group {
   // One all_to_all(v)'s blocks: block j of this rank (send[j] bytes at
   // in + soff[j]) goes to rank j, block i from rank i (recv[i] bytes at
   // out + roff[i]); peer_off[q] is where block `rank` starts in rank q's
-  // input; `largest` is the job's largest block, `total` the tuner's size.
+  // input; `largest` is the job's largest block, `total` the tuner's size
+  // (the bytes of a rank's input, on average over the ranks). Blocks of at
+  // least stream_from bytes are staged with streaming stores whatever the
+  // way (all_to_allv's small ops).
   struct A2aBlocks {
     const char* in;
     const size_t* send;
@@ -105,14 +108,46 @@ class ShmGroup : public Group {
     const size_t* peer_off;
     uint64_t largest;
     size_t total;
+    size_t stream_from = SIZE_MAX;
   };
+  // Where a round stages: block q's window at slot + off + q * window.
+  struct A2aPlace {
+    size_t off;
+    size_t window;
+  };
+  // The window of rank `stager`'s slot that holds its block for rank
+  // `reader`: rotated, so that a rank's own (unused) window comes first and
+  // its block for the next rank second.
+  size_t a2a_window(size_t stager, size_t reader) const {
+    const auto P = static_cast<size_t>(size_);
+    return reader >= stager ? reader - stager : reader + P - stager;
+  }
+  // The staging windows of a slot whose first `off` bytes hold something
+  // else (all_to_allv's counts, when they do not fit the result buffer).
+  A2aPlace a2a_place(size_t off) const;
   // Moves them the way the tuner picks (staged rounds or direct reads).
   void a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b);
   // Staged: rounds of windows through the slots, stored as `way` says.
-  void a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b, const ShmWay& way);
+  // staged0: every rank staged round 0 before the last sync step (which
+  // all_to_allv's counts rode), so that round begins with the copy-out;
+  // own_done: bytes of this rank's own block already copied.
+  void a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b, const ShmWay& way,
+                  const A2aPlace& pl, bool staged0, size_t own_done);
   // Direct: every block read straight out of its sender's input with
-  // process_vm_readv (one copy). Two syncs: addresses published, reads done.
-  void a2a_direct(const ShmStepDesc& d, const A2aBlocks& b);
+  // process_vm_readv (one copy). Two syncs: addresses published, reads
+  // done; one when the addresses rode the last step (published: then
+  // a2a_peers_ holds them).
+  void a2a_direct(const ShmStepDesc& d, const A2aBlocks& b, bool published,
+                  size_t own_done);
+  // What every rank published at a step: its pid and its input's address.
+  struct PeerInput {
+    int32_t pid;
+    uint64_t addr;
+  };
+  void note_peer_inputs();
+  // Whether direct reads are a way for an op of `total` bytes a rank
+  // (tuner_ways' size rule).
+  bool a2a_direct_size(size_t total) const;
   // all_gather's direct way: every peer's input read into the output.
   void gather_direct(const ShmStepDesc& d, const char* src, char* dst,
                      size_t n);
@@ -141,6 +176,12 @@ class ShmGroup : public Group {
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
   std::vector<uint64_t> counts_;      // all_to_allv's counts matrix
   std::vector<size_t> a2a_scratch_;   // all_to_all(v)'s counts and offsets
+  std::vector<PeerInput> a2a_peers_;  // a2a_direct: every rank's input
+  const int32_t pid_;                 // this process (direct reads)
+  // all_to_all(v)'s staging windows: whole slots, and after all_to_allv's
+  // counts where they ride the slot's head (shm_all_to_all.cpp).
+  const A2aPlace a2a_whole_;
+  const A2aPlace a2a_after_row_;
   std::vector<char> reduce_scratch_;  // reduce_large in place, rank >= 2
   int direct_ = -1;                   // a2a_direct_ok: -1 not probed yet
   uint64_t probe_word_ = 0;           // what peers read in the probe

@@ -113,7 +113,8 @@ class ShmTuner {
     kGather = 1,
     kBroadcast = 2,
     kAllToAll = 3,
-    kKinds = 4
+    kAllToAllv = 4,
+    kKinds = 5
   };
 
   // forced: Auto to measure, else the strategy every op uses.
@@ -135,49 +136,29 @@ class ShmTuner {
     Class& c = table_[kind][class_of(bytes)];
     if (c.calls == 0)
       c.ways = ways;
-    const int nw = c.ways;
-    const bool direct = nw == kShmWays;
-    constexpr int kDirect = static_cast<int>(ShmStrategy::Direct) - 1;
-    // Trial order: guess, direct (if a way), then the others in order;
-    // each way twice in a row, the second call timed.
-    int order[kShmWays];
-    order[0] = static_cast<int>(guess) - 1;
-    int k = 1;
-    if (direct && order[0] != kDirect)
-      order[k++] = kDirect;
-    for (int w = 0; w < nw; ++w) {
-      if (w != order[0] && !(direct && w == kDirect))
-        order[k++] = w;
-    }
-    const auto trials = static_cast<uint32_t>(2 * nw);
-    const uint32_t call = c.calls++;
-    int pick = order[0];
-    if (call < kWarmCalls) {
-      // Untimed: the first calls on fresh buffers run several times slower
-      // than the tenth whatever the way (page faults, caches, TLB), and
-      // would decide the trials. Direct has first-call costs of its own
-      // (the kernel's first reads of the peers' pages: ten times a later
-      // call), while the staged ways share theirs (the slots' pages), so
-      // the last warm call runs direct where it is a way.
-      timing_ = false;
-      return shm_way(direct && call + 1 == kWarmCalls ? ShmStrategy::Direct
-                                                      : guess);
-    }
-    const uint32_t idx = call - kWarmCalls;
-    if (idx >= trials) {
-      // Decided (or, for the call begun before the last trial's time is
-      // absorbed, as good as: the same table on every rank). Untimed.
-      c.calls = kWarmCalls + trials;  // no wrap-around, however many calls
-      timing_ = false;
-      return shm_way(static_cast<ShmStrategy>(best_of(c, order[0]) + 1));
-    }
-    pick = order[idx / 2];
-    // The first call of a pair leaves the caches as this way leaves them
-    // (untimed); the second is timed.
-    timing_ = idx % 2 == 1;
+    const Pick p = pick_at(c, guess);
+    if (p.decided)
+      c.calls = kWarmCalls + static_cast<uint32_t>(2 * c.ways);  // no wrap
+    else
+      ++c.calls;
+    timing_ = p.timed;
     if (timing_)
-      cur_ = Record{kind, class_of(bytes), pick, bytes};
-    return shm_way(static_cast<ShmStrategy>(pick + 1));
+      cur_ = Record{kind, class_of(bytes), p.pick, bytes};
+    return p.way;
+  }
+
+  // What begin() would return now for these arguments, without counting
+  // the call (all_to_allv stages its first round before the ranks know
+  // the op's size: a guess from its own counts, shm_all_to_all.cpp).
+  ShmWay peek(Kind kind, size_t bytes, ShmStrategy guess,
+              int ways = kStoreWays) const {
+    if (forced_ != ShmStrategy::Auto) {
+      return shm_way(forced_);
+    }
+    Class c = table_[kind][class_of(bytes)];
+    if (c.calls == 0)
+      c.ways = ways;
+    return pick_at(c, guess).way;
   }
 
   // The op begun last ended after `ns` on this rank: reported at the next
@@ -270,6 +251,59 @@ class ShmTuner {
     std::array<uint32_t, kShmWays> samples{};  // timed trials: 0 or 1
     std::array<double, kShmWays> best{};       // the trial's ns per byte
   };
+  struct Pick {
+    ShmWay way;
+    int pick = 0;          // the way's index (strategy - 1)
+    bool timed = false;    // the second call of a trial pair
+    bool decided = false;  // past the trials
+  };
+  // The way for the next call of class c (begin() counts the call).
+  static Pick pick_at(const Class& c, ShmStrategy guess) {
+    const int nw = c.ways;
+    const bool direct = nw == kShmWays;
+    constexpr int kDirect = static_cast<int>(ShmStrategy::Direct) - 1;
+    // Trial order: guess, direct (if a way), then the others in order;
+    // each way twice in a row, the second call timed.
+    int order[kShmWays];
+    order[0] = static_cast<int>(guess) - 1;
+    int k = 1;
+    if (direct && order[0] != kDirect)
+      order[k++] = kDirect;
+    for (int w = 0; w < nw; ++w) {
+      if (w != order[0] && !(direct && w == kDirect))
+        order[k++] = w;
+    }
+    const auto trials = static_cast<uint32_t>(2 * nw);
+    const uint32_t call = c.calls;
+    Pick p;
+    if (call < kWarmCalls) {
+      // Untimed: the first calls on fresh buffers run several times slower
+      // than the tenth whatever the way (page faults, caches, TLB), and
+      // would decide the trials. Direct has first-call costs of its own
+      // (the kernel's first reads of the peers' pages: ten times a later
+      // call), while the staged ways share theirs (the slots' pages), so
+      // the last warm call runs direct where it is a way.
+      p.pick = direct && call + 1 == kWarmCalls ? kDirect : order[0];
+      p.way = shm_way(static_cast<ShmStrategy>(p.pick + 1));
+      return p;
+    }
+    const uint32_t idx = call - kWarmCalls;
+    if (idx >= trials) {
+      // Decided (or, for the call begun before the last trial's time is
+      // absorbed, as good as: the same table on every rank). Untimed.
+      p.decided = true;
+      p.pick = best_of(c, order[0]);
+      p.way = shm_way(static_cast<ShmStrategy>(p.pick + 1));
+      return p;
+    }
+    // The first call of a pair leaves the caches as this way leaves them
+    // (untimed); the second is timed.
+    p.pick = order[idx / 2];
+    p.timed = idx % 2 == 1;
+    p.way = shm_way(static_cast<ShmStrategy>(p.pick + 1));
+    return p;
+  }
+
   // The measured way with the lowest time per byte (ties: the lower index);
   // `fallback` if none is measured yet.
   static int best_of(const Class& c, int fallback) {

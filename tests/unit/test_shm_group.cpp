@@ -514,6 +514,79 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
   }
 }
 
+// all_to_allv stages its first round (or only publishes its input, where
+// the tuner would read directly) before the ranks know each other's
+// counts, guessing the op's size from its own: ranks whose totals differ
+// guess differently (one stages, one does not; one guesses a large op and
+// the op is small, or the other way round). Every way, forced and auto,
+// through calls whose counts change from call to call: every byte arrives,
+// and a mismatch still fails every rank alike afterwards.
+TEST(ShmGroup, AllToAllvRanksGuessingDifferentlyDeliverEveryByte) {
+  auto byte_of = [](int from, int to, size_t i, int call) {
+    return static_cast<uint8_t>(from * 31 + to * 7 + i * 13 + call);
+  };
+  const size_t K = 1024;
+  // Rank f sends rank t pattern(call)(f, t) bytes.
+  using Pattern = std::function<size_t(int, int)>;
+  const std::vector<Pattern> patterns = {
+      // uniform and large: every guess right
+      [&](int, int) { return 200 * K + 3; },
+      // only rank 0 sends, 3 MiB in all: it guesses large (and direct),
+      // the others small
+      [&](int f, int t) { return f == 0 ? (t + 1) * 512 * K + 1 : 0; },
+      // rank 0 sends 40 KiB, the rest nothing: rank 0 guesses large, the
+      // op is small
+      [&](int f, int) { return f == 0 ? 20 * K + 5 : 0; },
+      // skewed and large, zeros in between
+      [&](int f, int t) {
+        return (f + 2 * t) % 3 == 1 ? 0 : (f + 1) * (t + 2) * 70 * K + 11;
+      },
+      // small and uneven
+      [&](int f, int t) { return static_cast<size_t>(f * 100 + t * 7); },
+  };
+  for (int size : {2, 3}) {
+    for (int st = 0; st < 5; ++st) {
+      run_ranks(
+          size,
+          [&](Group& g) {
+            const int me = g.rank();
+            for (int call = 0; call < 24; ++call) {
+              const Pattern& pat =
+                  patterns[static_cast<size_t>(call) % patterns.size()];
+              std::vector<size_t> sc(static_cast<size_t>(size)),
+                  rc(static_cast<size_t>(size));
+              std::vector<uint8_t> in, want;
+              for (int q = 0; q < size; ++q) {
+                sc[static_cast<size_t>(q)] = pat(me, q);
+                rc[static_cast<size_t>(q)] = pat(q, me);
+                for (size_t i = 0; i < pat(me, q); ++i)
+                  in.push_back(byte_of(me, q, i, call));
+                for (size_t i = 0; i < pat(q, me); ++i)
+                  want.push_back(byte_of(q, me, i, call));
+              }
+              std::vector<uint8_t> out(want.size(), 0xee);
+              g.all_to_allv(in.data(), sc, out.data(), rc);
+              ASSERT_TRUE(out == want) << "strategy " << st << ", " << size
+                                       << " ranks, call " << call;
+            }
+            // A large mismatch after all that: every rank throws alike.
+            std::vector<size_t> sc(static_cast<size_t>(size), 300 * K),
+                rc(static_cast<size_t>(size), 300 * K);
+            if (me == size - 1)
+              rc[0] = 5;
+            std::vector<uint8_t> in(sc[0] * static_cast<size_t>(size), 1),
+                out(300 * K * static_cast<size_t>(size));
+            EXPECT_THROW(g.all_to_allv(in.data(), sc, out.data(), rc),
+                         ProtocolError);
+            std::vector<size_t> ok(static_cast<size_t>(size), 300 * K);
+            g.all_to_allv(in.data(), ok, out.data(), ok);
+            EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 1));
+          },
+          8 << 20, kOpTimeout, static_cast<ShmStrategy>(st));
+    }
+  }
+}
+
 // Each way runs twice in a row and only the second call is timed, so a way
 // is measured on the caches it leaves itself (as it runs once chosen), not
 // on those of the way before it; calls after the trials are not timed, so
@@ -712,6 +785,32 @@ TEST(ShmGroup, ManyRanksReduceAtTheRootAndRingsComeOnUse) {
           int32_t m = g.rank() * 3, top = -1;
           g.all_max(&m, &top, 4, Int32);
           ASSERT_EQ(top, (size - 1) * 3);
+        }
+        // all_to_allv's counts of this many ranks do not fit the result
+        // buffer: they ride at the head of each slot, before windows of a
+        // few hundred bytes, so the larger blocks take several rounds.
+        {
+          const int me = g.rank();
+          auto sends = [](int f, int t) {
+            return static_cast<size_t>(
+                (f + 2 * t) % 3 == 1 ? 0 : 97 * ((f + t) % 11));
+          };
+          auto byte = [](int f, int t, size_t i) {
+            return static_cast<uint8_t>(f * 7 + t * 13 + i);
+          };
+          std::vector<size_t> sc(size), rc(size);
+          std::vector<uint8_t> vin, want;
+          for (int q = 0; q < size; ++q) {
+            sc[static_cast<size_t>(q)] = sends(me, q);
+            rc[static_cast<size_t>(q)] = sends(q, me);
+            for (size_t i = 0; i < sends(me, q); ++i)
+              vin.push_back(byte(me, q, i));
+            for (size_t i = 0; i < sends(q, me); ++i)
+              want.push_back(byte(q, me, i));
+          }
+          std::vector<uint8_t> vout(want.size(), 0xee);
+          g.all_to_allv(vin.data(), sc, vout.data(), rc);
+          ASSERT_EQ(vout, want);
         }
         const int right = (g.rank() + 1) % size;
         const int left = (g.rank() + size - 1) % size;
