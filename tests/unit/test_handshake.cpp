@@ -27,8 +27,10 @@ struct Outcome {
   std::string server;  // "" when the handshake succeeded, else why not
 };
 
-Outcome handshake(const std::string& client_token,
-                  const std::string& server_token) {
+// A server handshake (and its verdict) on one end of a socket pair, and
+// `client` on the other: the client's error text and the server's reason.
+template <class Client>
+Outcome over_pair(const std::string& server_token, Client client) {
   int sv[2];
   EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   auto server = std::async(std::launch::async, [&] {
@@ -40,15 +42,9 @@ Outcome handshake(const std::string& client_token,
     ::close(sv[1]);
     return h ? std::string() : why;
   });
-  Hello me;
-  me.channel = Channel::Data;
-  me.rank = 1;
-  me.size = 2;
-  me.job = token_fingerprint(client_token);
-  me.nonce = random_nonce();
   Outcome o;
   try {
-    client_handshake(sv[0], me, client_token, Deadline::after(20s), {});
+    client(sv[0]);
   } catch (const Error& e) {
     o.client = e.what();
   }
@@ -57,36 +53,32 @@ Outcome handshake(const std::string& client_token,
   return o;
 }
 
+Outcome handshake(const std::string& client_token,
+                  const std::string& server_token) {
+  Hello me;
+  me.channel = Channel::Data;
+  me.rank = 1;
+  me.size = 2;
+  me.job = token_fingerprint(client_token);
+  me.nonce = random_nonce();
+  return over_pair(server_token, [&](int fd) {
+    client_handshake(fd, me, client_token, Deadline::after(20s), {});
+  });
+}
+
 // A tokenless client's early proof: hello and proof in one write, the
 // challenge checked afterwards. Accepted by a tokenless server; a server
 // with a token refuses the proof, and the client names the missing token.
 Outcome early_proof(const std::string& server_token) {
-  int sv[2];
-  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  auto server = std::async(std::launch::async, [&] {
-    std::string why;
-    auto h = server_handshake(sv[1], server_token, Deadline::after(20s), &why);
-    if (h) {
-      send_verdict(sv[1], true, Detail(), Deadline::after(20s), {});
-    }
-    ::close(sv[1]);
-    return h ? std::string() : why;
-  });
   Hello me;
   me.rank = 1;
   me.size = 2;
   me.nonce = random_nonce();
-  Outcome o;
-  try {
-    client_send_hello_and_proof(sv[0], me, Deadline::after(20s), {});
-    client_check_challenge(sv[0], Deadline::after(20s), {});
-    client_read_verdict(sv[0], Deadline::after(20s), {});
-  } catch (const Error& e) {
-    o.client = e.what();
-  }
-  ::close(sv[0]);
-  o.server = server.get();
-  return o;
+  return over_pair(server_token, [&](int fd) {
+    client_send_hello_and_proof(fd, me, Deadline::after(20s), {});
+    client_check_challenge(fd, Deadline::after(20s), {});
+    client_read_verdict(fd, Deadline::after(20s), {});
+  });
 }
 
 TEST(Handshake, TokenlessClientMaySendItsProofWithItsHello) {
