@@ -217,6 +217,14 @@ def render(res):
                 + f"| {j['call_mean_max_us'] / 1e3:.0f} "
                 f"| {j.get('wall_s', 0):.1f} |")
         out.append("")
+        star = [j for j in res["threads"]
+                if j["channel"] == "tcp" and j["ranks"] >= 4096]
+        if star:
+            t = star[0]["first_call_max_us"] / 1e6
+            out += [("Target (issue 26: the TCP star's first call < 1 s at "
+                     "4096 thread ranks, slowest rank): "
+                     + ("met" if t < 1 else "**not met**")
+                     + f" ({t:.2f} s)."), ""]
     out += _reading(res)
     if res["notes"]:
         out.append("Notes:")
