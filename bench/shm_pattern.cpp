@@ -47,6 +47,7 @@
 
 #include "common/reduce.h"
 #include "jaccl/types.h"
+#include "transport/shm_copy.h"
 
 namespace {
 
@@ -88,24 +89,12 @@ void copy(Copy how, void* dst, const void* src, size_t n) {
       return;
     case Copy::Loop:
     case Copy::Nt: {
-      size_t body = n & ~size_t(63);
-      for (size_t i = 0; i < body; i += 64) {
-        auto* f = reinterpret_cast<const __m128i*>(s + i);
-        auto* t = reinterpret_cast<__m128i*>(d + i);
-        __m128i a = _mm_loadu_si128(f), b = _mm_loadu_si128(f + 1),
-                c = _mm_loadu_si128(f + 2), e = _mm_loadu_si128(f + 3);
-        if (how == Copy::Nt) {
-          _mm_stream_si128(t, a);
-          _mm_stream_si128(t + 1, b);
-          _mm_stream_si128(t + 2, c);
-          _mm_stream_si128(t + 3, e);
-        } else {
-          _mm_storeu_si128(t, a);
-          _mm_storeu_si128(t + 1, b);
-          _mm_storeu_si128(t + 2, c);
-          _mm_storeu_si128(t + 3, e);
-        }
-      }
+      // jaccl's own line loop (transport/shm_copy.h).
+      const size_t body = n & ~size_t(63);
+      if (how == Copy::Nt)
+        jaccl::detail::copy_lines<true>(d, s, body);
+      else
+        jaccl::detail::copy_lines<false>(d, s, body);
       std::memcpy(d + body, s + body, n - body);
       if (how == Copy::Nt)
         _mm_sfence();

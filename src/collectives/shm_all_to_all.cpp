@@ -87,6 +87,12 @@ inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
     cached_copy(dst, src, n);
 }
 
+// The share of `left` bytes of the own block copied in one of `rounds`
+// rounds: an even share in 64-byte multiples (the last round's shorter).
+size_t own_share(size_t left, size_t rounds) {
+  return std::min(left, ((left + rounds - 1) / rounds + 63) / 64 * 64);
+}
+
 }  // namespace
 
 ShmGroup::A2aPlace ShmGroup::a2a_place(size_t off) const {
@@ -104,18 +110,14 @@ bool ShmGroup::a2a_direct_size(size_t total) const {
 }
 
 void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
-  const auto P = static_cast<size_t>(size_);
   const bool large = b.total > kTunedBytes;
   // The tuner's size class decides whether direct is a way (and the probe
   // verdict, the same on every rank), so every call of a class has the
   // same ways on every rank.
   const int ways = tuner_ways(large && a2a_direct_size(b.total), d);
-  const ShmWay way =
-      large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
-                           streaming(2 * b.total / P) ? ShmStrategy::Stream
-                                                      : ShmStrategy::Cached,
-                           ways)
-            : ShmWay{};
+  const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
+                                          a2a_guess(b.total), ways)
+                           : ShmWay{};
   const uint64_t t0 = large ? now_ns() : 0;  // clock reads cost small ops
   if (way.direct && ways == kShmWays)
     a2a_direct(d, b, false, 0);
@@ -145,9 +147,7 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
       arrive(d);
       // A share of the own block (64-byte multiples) while the peers
       // finish staging: what is left, over the rounds left.
-      const size_t left = rounds - k;
-      const size_t share = std::min(
-          own - own_done, ((own - own_done + left - 1) / left + 63) / 64 * 64);
+      const size_t share = own_share(own - own_done, rounds - k);
       if (share != 0)
         cached_copy(b.out + b.roff[r] + own_done, b.in + b.soff[r] + own_done,
                     share);
@@ -342,9 +342,6 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     if (q != r)
       mine_largest = std::max(mine_largest, send[q]);
   }
-  auto guess_of_size = [&](size_t total) {
-    return streaming(2 * total / P) ? ShmStrategy::Stream : ShmStrategy::Cached;
-  };
   auto ways_known = [&](size_t total) {
     // The probe's verdict where it is in; a guess makes no sync step.
     const bool allowed = tuner_.forced() == ShmStrategy::Auto ||
@@ -356,8 +353,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   const bool large_guess = mine_total > kTunedBytes;
   if (large_guess) {
     const int ways = ways_known(mine_total);
-    guess = tuner_.peek(ShmTuner::kAllToAllv, mine_total,
-                        guess_of_size(mine_total), ways);
+    guess = tuner_.peek(ShmTuner::kAllToAllv, mine_total, a2a_guess(mine_total),
+                        ways);
     guess.direct = guess.direct && ways == kShmWays;
   }
   // The tuner times a large op from here (clock reads cost small ones).
@@ -392,9 +389,7 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     // arrive.
     own_done = send[r];
     if (!guess.direct && mine_largest > pl.window) {
-      const size_t rounds = a2a::rounds(mine_largest, pl.window);
-      own_done =
-          std::min(send[r], ((send[r] + rounds - 1) / rounds + 63) / 64 * 64);
+      own_done = own_share(send[r], a2a::rounds(mine_largest, pl.window));
     }
     cached_copy(dst + roff_r, src + soff_r, own_done);
   }
@@ -446,9 +441,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   const ShmStepDesc d{OpKind::AllToAllv, -1, all_bytes, 0, 0, 0};
   // Every rank decides from the same matrix: the same ways (and probe).
   const int ways = large ? tuner_ways(a2a_direct_size(total), d) : kStoreWays;
-  const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAllv, total,
-                                          guess_of_size(total), ways)
-                           : ShmWay{};
+  const ShmWay way =
+      large ? tuner_.begin(ShmTuner::kAllToAllv, total, a2a_guess(total), ways)
+            : ShmWay{};
   if (large && !large_guess)
     t0 = now_ns();
   // Small ops stage as the first round did: streaming from

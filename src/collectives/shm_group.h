@@ -192,6 +192,13 @@ class ShmGroup : public Group {
   bool streaming(size_t bytes) const {
     return bytes * static_cast<size_t>(size_) >= llc_bytes_;
   }
+  // The tuner's first guess for an all_to_all(v) of `total` bytes a rank
+  // (each rank reads its input and writes its output).
+  ShmStrategy a2a_guess(size_t total) const {
+    return streaming(2 * total / static_cast<size_t>(size_))
+               ? ShmStrategy::Stream
+               : ShmStrategy::Cached;
+  }
 };
 
 }  // namespace jaccl::detail
