@@ -226,33 +226,25 @@ int send_frame_some(int fd, std::span<const uint8_t> head, const char* body,
                     size_t body_len, size_t* done) {
   const size_t total = head.size() + body_len;
   while (*done < total) {
-    const bool in_head = *done < head.size();
-    if (in_head && body_len > 0) {
-      // Head and body in one call: one segment, not a lone head that
-      // wakes the receiver for a handful of bytes.
-      iovec iov[2] = {
-          {const_cast<uint8_t*>(head.data()) + *done, head.size() - *done},
-          {const_cast<char*>(body), std::min(body_len, kMaxIoSlice)}};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
-      ssize_t k = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-      if (k > 0) {
-        *done += static_cast<size_t>(k);
-        continue;
-      }
-      if (k < 0 && errno == EINTR) {
-        continue;
-      }
-      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return 0;
-      }
-      return k < 0 ? errno : EPIPE;
+    // What is left; head and body in one call while both are: one
+    // segment, not a lone head that wakes the receiver for a few bytes.
+    iovec iov[2];
+    size_t parts = 0;
+    size_t body_from = 0;
+    if (*done < head.size()) {
+      iov[parts++] = {const_cast<uint8_t*>(head.data()) + *done,
+                      head.size() - *done};
+    } else {
+      body_from = *done - head.size();
     }
-    const char* p = in_head ? reinterpret_cast<const char*>(head.data()) + *done
-                            : body + (*done - head.size());
-    const size_t left = in_head ? head.size() - *done : total - *done;
-    ssize_t k = ::send(fd, p, std::min(left, kMaxIoSlice), MSG_NOSIGNAL);
+    if (body_from < body_len) {
+      iov[parts++] = {const_cast<char*>(body) + body_from,
+                      std::min(body_len - body_from, kMaxIoSlice)};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = parts;
+    const ssize_t k = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (k > 0) {
       *done += static_cast<size_t>(k);
     } else if (k < 0 && errno == EINTR) {
