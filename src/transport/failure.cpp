@@ -106,6 +106,23 @@ bool FailureState::escalate(GroupStatus to, std::exception_ptr e) {
   return true;
 }
 
+void FailureState::set_catch_up(std::function<void()> fn, Millis stall) {
+  std::lock_guard<std::mutex> lock(mu_);
+  catch_up_ = std::move(fn);
+  stall_ms_ = stall.count();
+}
+
+void FailureState::catch_up() const {
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn = catch_up_;
+  }
+  if (fn) {
+    fn();
+  }
+}
+
 bool FailureState::await_verdict() const {
   const int grace = grace_ms_.load();
   if (grace > 0 && !failed()) {

@@ -65,6 +65,15 @@ class FailureState {
   void set_verdict_grace(Millis grace) {
     grace_ms_ = static_cast<int>(grace.count());
   }
+  // Set by the liveness monitor: `fn` makes it read every control frame
+  // already received and returns once it has (or after a bound), and a
+  // thread that was paused for `stall` or longer (stopped, starved) calls it
+  // through catch_up before posting more, since the peers may have declared
+  // this rank failed meanwhile.
+  void set_catch_up(std::function<void()> fn, Millis stall);
+  // The pause after which catch_up is due (max: no monitor).
+  Millis stall_limit() const { return Millis(stall_ms_.load()); }
+  void catch_up() const;
   // Waits up to the verdict grace for a failure to be recorded (at once
   // when one is); true when one is. For a transport whose error may be a
   // peer's death reported without saying so (a provider's EIO).
@@ -107,6 +116,8 @@ class FailureState {
   std::vector<std::weak_ptr<Watch>> watches_;
   int wake_fd_ = -1;
   std::atomic<int> grace_ms_{0};
+  std::function<void()> catch_up_;  // under mu_
+  std::atomic<Millis::rep> stall_ms_{Millis::max().count()};
 };
 
 // what, followed by the group's first failure when it has one ("rank 1

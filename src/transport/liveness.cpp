@@ -238,6 +238,27 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     s->wake_up();
   });
   register_escalation_hook(weak, st, rank);
+  // A thread resuming after a pause of a heartbeat period (this rank may
+  // have been stopped long enough to be left out) has the thread read what
+  // arrived meanwhile, so a DEAD naming this rank is known before it posts.
+  state_->set_catch_up(
+      [weak] {
+        auto s = weak.lock();
+        if (!s) {
+          return;
+        }
+        std::unique_lock<std::mutex> lock(s->mu);
+        if (s->stopping || s->loop_ended) {
+          return;
+        }
+        const uint64_t want = ++s->sync_asked;
+        s->wake_up();
+        s->cv.wait_for(lock, Millis(1000), [&] {
+          return s->sync_done >= want || s->stopping || s->loop_ended;
+        });
+      },
+      heartbeat_ > Millis(0) ? std::max(Millis(1), heartbeat_ / 4)
+                             : Millis::max());
   thread_ = std::thread([this] {
     Loop loop(*this);
     loop.run();
@@ -592,8 +613,13 @@ void LivenessMonitor::Loop::run() {
     }
     pfds.assign(1, pollfd{shared_.wake.get(), POLLIN, 0});
     owner.assign(1, n_);
+    uint64_t sync = 0;  // catch-up requests this turn answers
     {
       std::lock_guard<std::mutex> lock(shared_.mu);
+      if (shared_.sync_asked > shared_.sync_done) {
+        sync = shared_.sync_asked;
+        timeout_ms = 0;
+      }
       for (size_t p = 0; p < n_; ++p) {
         if (control_[p].valid() && !(eof_[p] && shared_.out[p].empty())) {
           short ev = eof_[p] ? 0 : POLLIN;
@@ -624,6 +650,13 @@ void LivenessMonitor::Loop::run() {
         service(p);
       }
     }
+    if (sync > 0) {
+      {
+        std::lock_guard<std::mutex> lock(shared_.mu);
+        shared_.sync_done = std::max(shared_.sync_done, sync);
+      }
+      shared_.cv.notify_all();
+    }
     // Silence is judged only after reading what arrived, so a rank that was
     // itself stopped does not blame its peers when it resumes.
     if (hb_on) {
@@ -652,6 +685,11 @@ void LivenessMonitor::Loop::run() {
   }
   flush();
   close_all();
+  {
+    std::lock_guard<std::mutex> lock(shared_.mu);
+    shared_.loop_ended = true;
+  }
+  shared_.cv.notify_all();
 }
 
 }  // namespace jaccl::detail

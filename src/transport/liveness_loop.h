@@ -33,7 +33,11 @@ struct LivenessMonitor::Shared {
   std::vector<std::string> out;  // bytes queued per peer
   std::vector<char> open;        // control socket still usable
   bool stopping = false;
-  bool close_all = false;  // aborted or excluded: drop every connection
+  bool loop_ended = false;  // the thread reads nothing more
+  bool close_all = false;   // aborted or excluded: drop every connection
+  // FailureState::catch_up: requests made, and the last one the thread
+  // answered after reading everything received before it.
+  uint64_t sync_asked = 0, sync_done = 0;
   Fd wake;
   // Elastic state (under mu): ranks failed or gone (GOODBYE), the
   // agreement, mail by (tag, sender).

@@ -2,6 +2,7 @@
 #include "transport/ofi_link.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <string>
@@ -38,6 +39,8 @@ struct OfiWire {
   // it, since closing an endpoint may wait for such a lock too.
   std::shared_ptr<ofi::ShmLockRescue> rescue;
   std::unique_ptr<ofi::Endpoint> ep;
+  // When a link of this wire last posted or made progress (OfiLink::may_post).
+  Clock::time_point last_turn = Clock::now();
 };
 
 // A posted message's state, in Msg::priv.
@@ -76,7 +79,9 @@ class OfiLink final : public Link {
   void post_send(Msg& m) override {
     if (start(m)) {
       sends_.push(m);
-      issue_sends();
+      if (may_post()) {
+        issue_sends();
+      }
     }
   }
 
@@ -85,7 +90,9 @@ class OfiLink final : public Link {
       recvs_.push(m);
       // Posted now, not at the next progress: a message that arrives before
       // its receive takes the provider's slower unexpected path.
-      issue_recvs();
+      if (may_post()) {
+        issue_recvs();
+      }
     }
   }
 
@@ -115,12 +122,7 @@ class OfiLink final : public Link {
       }
       throw;
     }
-    // Nothing new is posted on a failed group. Besides being pointless, a
-    // receive posted after a peer's connection closed may match that peer's
-    // unexpected rendezvous message, and libfabric 1.17's rxm then reads
-    // through the closed connection's null endpoint (SIGSEGV; seen in a
-    // SIGSTOPped rank woken after the others excluded it).
-    if (state_ && state_->failed()) {
+    if (!may_post()) {
       state_->throw_if_failed();
     }
     moved |= issue_sends();
@@ -193,6 +195,26 @@ class OfiLink final : public Link {
 
  private:
   // Resets m's state; false when there is nothing to move.
+  // Nothing new is posted on a failed group. Besides being pointless, a
+  // receive posted after a peer's connection closed may match that peer's
+  // unexpected rendezvous message, and libfabric 1.17's rxm then reads
+  // through the closed connection's null endpoint (SIGSEGV). A rank that
+  // was stopped, woken after the others left it out, would post before its
+  // monitor read the DEAD that says so: after a pause of a heartbeat period
+  // it first has the monitor read what came meanwhile.
+  bool may_post() {
+    if (!state_) {
+      return true;
+    }
+    const auto now = Clock::now();
+    const auto pause = std::chrono::duration_cast<Millis>(
+        now - std::exchange(wire_->last_turn, now));
+    if (pause >= state_->stall_limit()) {
+      state_->catch_up();
+    }
+    return !state_->failed();
+  }
+
   static bool start(Msg& m) {
     new (m.priv) Priv();
     if (m.hdr == nullptr && m.len == 0) {

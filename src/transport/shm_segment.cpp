@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <utility>
 
 #include "common/error.h"
+#include "common/read_file.h"
 
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U  // Linux 6.3; older headers lack it
@@ -96,24 +96,18 @@ size_t meminfo_bytes(const std::string& text, const std::string& key) {
   return static_cast<size_t>(kb) * 1024;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 // Room under one cgroup's limit (max if unlimited or unreadable). Usage
 // counts page cache; its inactive part is reclaimable, so it is room too
 // (the kernel's own "working set" figure does the same).
 size_t room_under(const std::string& dir, const char* max_file,
                   const char* cur_file, const std::string& inactive_key) {
-  std::string max = slurp(dir + max_file), cur = slurp(dir + cur_file);
+  std::string max = read_file_or_empty(dir + max_file),
+              cur = read_file_or_empty(dir + cur_file);
   if (max.empty() || cur.empty() || max.rfind("max", 0) == 0) {
     return std::numeric_limits<size_t>::max();
   }
   unsigned long long m = std::stoull(max), c = std::stoull(cur);
-  std::string stat = "\n" + slurp(dir + "/memory.stat");
+  std::string stat = "\n" + read_file_or_empty(dir + "/memory.stat");
   auto at = stat.find("\n" + inactive_key + " ");
   if (at != std::string::npos) {
     unsigned long long inactive =
@@ -127,7 +121,7 @@ size_t room_under(const std::string& dir, const char* max_file,
 // memory controller), checking every ancestor: the tightest may sit higher.
 size_t cgroup_room() {
   size_t room = std::numeric_limits<size_t>::max();
-  std::istringstream lines(slurp("/proc/self/cgroup"));
+  std::istringstream lines(read_file_or_empty("/proc/self/cgroup"));
   std::string line;
   while (std::getline(lines, line)) {
     const bool v2 = line.rfind("0::", 0) == 0;
@@ -155,7 +149,7 @@ size_t cgroup_room() {
 }  // namespace
 
 size_t shm_available_bytes() {
-  std::string info = "\n" + slurp("/proc/meminfo");
+  std::string info = "\n" + read_file_or_empty("/proc/meminfo");
   size_t avail = meminfo_bytes(info, "MemAvailable");
   if (avail == 0) {
     return 0;

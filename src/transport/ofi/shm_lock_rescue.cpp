@@ -11,11 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "common/log.h"
+#include "common/read_file.h"
 #include "transport/ofi/ofi_lib.h"
 
 namespace jaccl::detail::ofi {
@@ -50,7 +50,8 @@ long pid_of(const std::string& name) {
 // that the pid the region's name carries is that process in this pid
 // namespace, not another one's.
 bool maps_region(long pid, const std::string& name) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::istringstream maps(
+      read_file_or_empty("/proc/" + std::to_string(pid) + "/maps"));
   const std::string path = "/dev/shm/" + name;
   for (std::string line; std::getline(maps, line);) {
     if (line.size() >= path.size() &&
@@ -64,14 +65,13 @@ bool maps_region(long pid, const std::string& name) {
 // State letter and start time of /proc/<pid>/stat; false if unreadable
 // (*gone: it does not exist).
 bool read_stat(long pid, char* state, unsigned long long* start, bool* gone) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  int err = 0;
   *gone = false;
-  if (!f) {
-    *gone = errno == ENOENT || errno == ESRCH;
+  if (!read_file("/proc/" + std::to_string(pid) + "/stat", &text, &err)) {
+    *gone = err == ENOENT || err == ESRCH;  // ESRCH: it exited mid-read
     return false;
   }
-  std::string text((std::istreambuf_iterator<char>(f)),
-                   std::istreambuf_iterator<char>());
   // The name (field 2) may hold spaces and parentheses: fields resume
   // after the last ')'.
   const size_t close = text.rfind(')');

@@ -1,0 +1,19 @@
+// Copyright 2026 the jaccl authors.
+// Whole small files (/proc, /sys, cgroup files) read with plain read(2):
+// a process's /proc file can fail half-way with ESRCH when it exits, and
+// std::filebuf throws from underflow on such an error even with no
+// exception mask set.
+#pragma once
+
+#include <string>
+
+namespace jaccl::detail {
+
+// The file's bytes into *out; false on any error, with errno in *err
+// (ENOENT, ESRCH, ...) when err is given.
+bool read_file(const std::string& path, std::string* out, int* err = nullptr);
+
+// The file's bytes, "" when it cannot be read.
+std::string read_file_or_empty(const std::string& path);
+
+}  // namespace jaccl::detail
