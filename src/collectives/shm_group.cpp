@@ -40,6 +40,9 @@ constexpr size_t kDirectGatherBytes = 64 * 1024;
 // larger chunks. Figures: BENCHMARKS.md, History ("Shared memory on a
 // second kind of machine").
 constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
+// Small all_sums from this size move their staging from call to call
+// (band_of).
+constexpr size_t kBandMinBytes = 4096;
 // The pipeline's three jobs advance in pieces of about this size.
 constexpr size_t kPieceBytes = 32 * 1024;
 
@@ -79,6 +82,26 @@ void slice_of(size_t len, int n, int r, size_t* off, size_t* bytes) {
 
 uint64_t ShmGroup::default_chunk_bytes() {
   return std::clamp<size_t>(l2_cache_bytes(), 256 * 1024, 1024 * 1024);
+}
+
+// A store into a line that a peer's cache still holds must first take the
+// line back from that core: a fifth to a seventh of a copy's rate on the
+// machine of BENCHMARKS.md (memcpy_bench's xcore_write). A small all_sum
+// would pay it for every staged byte of every call, since its peers read the
+// same lines the call before. Moving the staging through the whole slot
+// from call to call, one band after the other (every rank alike: the same
+// ops count the same bands), lets their caches evict a band long before it
+// is written again. Below a few KiB a call is a handoff of a few lines,
+// nearer in the peer's cache than anywhere else, and ranks sharing a core
+// read each other's lines from that core's own caches; the large ops' pipeline
+// stays put (moving it helped at 64 KiB on this VM in one state of its
+// vCPUs and cost up to 3x at 128-256 KiB in the other: BENCHMARKS.md).
+size_t ShmGroup::band_of(size_t bytes) {
+  const size_t span = ShmLayout::align(bytes, kCacheLine);
+  if (bytes < kBandMinBytes || span > layout_.slot_bytes / 2 ||
+      ch_.oversubscribed())
+    return 0;
+  return bands_++ % (layout_.slot_bytes / span) * span;
 }
 
 ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
@@ -146,25 +169,26 @@ void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
       return;
     }
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
-      cached_copy(slot(rank_, steps() + 1), in, n);
+      const size_t band = band_of(n);
+      cached_copy(slot(rank_, steps() + 1) + band, in, n);
       step(d);
       if (size_ >= kRootReduceRanks) {
         // Rank 0 reduces (in rank order, as below) and the others copy its
         // result after one more sync: N reads in all instead of N x N.
         if (rank_ == 0) {
-          char* res = result(steps() + 1);
-          cached_copy(res, slot(0, steps()), n);
+          char* res = result(steps() + 1) + band;
+          cached_copy(res, slot(0, steps()) + band, n);
           for (int q = 1; q < size_; ++q) {
-            reduce_into(op, dtype, res, slot(q, steps()), n / esz);
+            reduce_into(op, dtype, res, slot(q, steps()) + band, n / esz);
           }
         }
         step(d);
-        cached_copy(out, result(steps()), n);
+        cached_copy(out, result(steps()) + band, n);
         return;
       }
-      cached_copy(out, slot(0, steps()), n);
+      cached_copy(out, slot(0, steps()) + band, n);
       for (int q = 1; q < size_; ++q) {
-        reduce_into(op, dtype, out, slot(q, steps()), n / esz);
+        reduce_into(op, dtype, out, slot(q, steps()) + band, n / esz);
       }
       return;
     }

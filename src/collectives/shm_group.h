@@ -163,6 +163,9 @@ class ShmGroup : public Group {
   // Sync steps so far: a rank stages into slot(rank_, steps() + 1) and
   // reads slot(q, steps()) after the step.
   uint64_t steps() const { return ch_.steps(); }
+  // Where in its slot (and the result) a small all_sum of `bytes` stages
+  // this call (shm_group.cpp says why it moves).
+  size_t band_of(size_t bytes);
   char* slot(int r, uint64_t s) const { return ch_.slot(r, s); }
   char* result(uint64_t s) const { return ch_.result(s); }
 
@@ -183,6 +186,7 @@ class ShmGroup : public Group {
   const A2aPlace a2a_whole_;
   const A2aPlace a2a_after_row_;
   std::vector<char> reduce_scratch_;  // reduce_large in place, rank >= 2
+  uint64_t bands_ = 0;                // band_of: bands handed out so far
   int direct_ = -1;                   // a2a_direct_ok: -1 not probed yet
   uint64_t probe_word_ = 0;           // what peers read in the probe
   // The first guess at whether an op whose ranks each touch `bytes` of
