@@ -40,8 +40,8 @@ constexpr size_t kDirectGatherBytes = 64 * 1024;
 // larger chunks. Figures: BENCHMARKS.md, History ("Shared memory on a
 // second kind of machine").
 constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
-// Small all_sums from this size move their staging from call to call
-// (band_of).
+// Small all_sums and all_gathers from this size move their staging from
+// call to call (band_of).
 constexpr size_t kBandMinBytes = 4096;
 // The pipeline's three jobs advance in pieces of about this size.
 constexpr size_t kPieceBytes = 32 * 1024;
@@ -86,10 +86,10 @@ uint64_t ShmGroup::default_chunk_bytes() {
 
 // A store into a line that a peer's cache still holds must first take the
 // line back from that core: a fifth to a seventh of a copy's rate on the
-// machine of BENCHMARKS.md (memcpy_bench's xcore_write). A small all_sum
-// would pay it for every staged byte of every call, since its peers read the
-// same lines the call before. Moving the staging through the whole slot
-// from call to call, one band after the other (every rank alike: the same
+// machine of BENCHMARKS.md (memcpy_bench's xcore_write). A small all_sum or
+// all_gather would pay it for every staged byte of every call, since its peers
+// read the same lines the call before. Moving the staging through the whole
+// slot from call to call, one band after the other (every rank alike: the same
 // ops count the same bands), lets their caches evict a band long before it
 // is written again. Below a few KiB a call is a handoff of a few lines,
 // nearer in the peer's cache than anywhere else, and ranks sharing a core
@@ -338,9 +338,11 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     // Cache-sized chunks pay off once the output streams to DRAM; below,
     // whole slots mean fewer syncs (256 KiB .. 1 MiB: ~15 % faster).
     const size_t chunk = stream ? chunk_bytes_ : layout_.slot_bytes;
+    const size_t band = large ? 0 : band_of(n);
     for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
-      copy_with(slot(rank_, steps() + 1), src + off, len, way.stream_stage);
+      copy_with(slot(rank_, steps() + 1) + band, src + off, len,
+                way.stream_stage);
       arrive(d);
       // This rank's block from its input, not from its slot (reading the
       // slot back while the peers read it slows the next op's staging too;
@@ -351,8 +353,8 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
       await();
       for (int i = 1; i < size_; ++i) {
         const int q = (rank_ + i) % size_;  // spread the readers
-        copy_with(dst + static_cast<size_t>(q) * n + off, slot(q, steps()), len,
-                  stream);
+        copy_with(dst + static_cast<size_t>(q) * n + off,
+                  slot(q, steps()) + band, len, stream);
       }
     }
     if (large)
