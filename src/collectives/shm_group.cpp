@@ -87,21 +87,25 @@ uint64_t ShmGroup::default_chunk_bytes() {
 // A store into a line that a peer's cache still holds must first take the
 // line back from that core: a fifth to a seventh of a copy's rate on the
 // machine of BENCHMARKS.md (memcpy_bench's xcore_write). A small all_sum or
-// all_gather would pay it for every staged byte of every call, since its peers
-// read the same lines the call before. Moving the staging through the whole
-// slot from call to call, one band after the other (every rank alike: the same
-// ops count the same bands), lets their caches evict a band long before it
-// is written again. Below a few KiB a call is a handoff of a few lines,
-// nearer in the peer's cache than anywhere else, and ranks sharing a core
-// read each other's lines from that core's own caches; the large ops' pipeline
-// stays put (moving it helped at 64 KiB on this VM in one state of its
-// vCPUs and cost up to 3x at 128-256 KiB in the other: BENCHMARKS.md).
+// all_gather would pay it for every staged byte of every call, since its
+// peers read the same lines the call before. Moving the staging from call
+// to call, one band after the other (every rank alike: the same ops count
+// the same bands), through a window of one L2 (the large ops' chunk, the
+// same on every rank), lets the peers' caches give a band up before it is
+// written again, while the window stays in the shared L3 and the TLB (the
+// whole 4 MiB slot was slower over the first thousand calls). Below a few
+// KiB a call is a handoff of a few lines, nearer in the peer's cache than
+// anywhere else, and ranks sharing a core read each other's lines from that
+// core's own caches; the large ops' pipeline stays put (moving it helped at
+// 64 KiB on this VM in one state of its vCPUs and cost up to 3x at
+// 128-256 KiB in the other: BENCHMARKS.md).
 size_t ShmGroup::band_of(size_t bytes) {
   const size_t span = ShmLayout::align(bytes, kCacheLine);
-  if (bytes < kBandMinBytes || span > layout_.slot_bytes / 2 ||
-      ch_.oversubscribed())
+  if (bytes < kBandMinBytes || span > chunk_bytes_ / 2 || ch_.oversubscribed())
     return 0;
-  return bands_++ % (layout_.slot_bytes / span) * span;
+  if (bands_ == 0)
+    ch_.populate_staging(chunk_bytes_);
+  return bands_++ % (chunk_bytes_ / span) * span;
 }
 
 ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)

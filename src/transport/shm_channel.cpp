@@ -1,6 +1,8 @@
 // Copyright 2026 the jaccl authors.
 #include "transport/shm_channel.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -282,6 +284,24 @@ void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
           {.rank = who(rank_), .peer = who(src)});
   }
   get(static_cast<char*>(out), n);
+}
+
+void ShmChannel::populate_staging(size_t bytes) const {
+#ifdef MADV_POPULATE_WRITE
+  bytes = std::min(bytes, layout_.slot_bytes);
+  auto populate = [&](size_t off) {
+    [[maybe_unused]] int rc =
+        ::madvise(base_ + off, bytes, MADV_POPULATE_WRITE);
+  };
+  for (int r = 0; r < size_; ++r) {
+    populate(layout_.slot_off(r, 0));
+    populate(layout_.slot_off(r, 1));
+  }
+  populate(layout_.result_off(0));
+  populate(layout_.result_off(1));
+#else
+  (void)bytes;
+#endif
 }
 
 }  // namespace jaccl::detail

@@ -73,6 +73,12 @@ class ShmChannel {
   char* result(uint64_t s) const {
     return base_ + layout_.result_off(static_cast<int>(s & 1));
   }
+  // Maps the first `bytes` of every slot and of the result into this
+  // process at once: each page is otherwise a fault when first touched
+  // (dear where a VM traps page-table writes), and an op that moves its
+  // staging from call to call would take them one call at a time. Best
+  // effort (older kernels lack the call).
+  void populate_staging(size_t bytes) const;
   // What rank q announced at the last step.
   const ShmStepDesc& announced(int q) const { return line(q, step_).desc; }
 
