@@ -40,7 +40,7 @@ constexpr size_t kDirectGatherBytes = 64 * 1024;
 // larger chunks. Figures: BENCHMARKS.md, History ("Shared memory on a
 // second kind of machine").
 constexpr size_t kOversubscribedChunkBytes = 2 * 1024 * 1024;
-// Small all_sums and all_gathers from this size move their staging from
+// all_sums and small all_gathers from this size move their staging from
 // call to call (band_of).
 constexpr size_t kBandMinBytes = 4096;
 // The pipeline's three jobs advance in pieces of about this size.
@@ -86,19 +86,19 @@ uint64_t ShmGroup::default_chunk_bytes() {
 
 // A store into a line that a peer's cache still holds must first take the
 // line back from that core: a fifth to a seventh of a copy's rate on the
-// machine of BENCHMARKS.md (memcpy_bench's xcore_write). A small all_sum or
-// all_gather would pay it for every staged byte of every call, since its
-// peers read the same lines the call before. Moving the staging from call
-// to call, one band after the other (every rank alike: the same ops count
-// the same bands), through a window of one L2 (the large ops' chunk, the
-// same on every rank), lets the peers' caches give a band up before it is
-// written again, while the window stays in the shared L3 and the TLB (the
-// whole 4 MiB slot was slower over the first thousand calls). Below a few
-// KiB a call is a handoff of a few lines, nearer in the peer's cache than
-// anywhere else, and ranks sharing a core read each other's lines from that
-// core's own caches; the large ops' pipeline stays put (moving it helped at
-// 64 KiB on this VM in one state of its vCPUs and cost up to 3x at
-// 128-256 KiB in the other: BENCHMARKS.md).
+// machine of BENCHMARKS.md (memcpy_bench's xcore_write). An all_sum or a
+// small all_gather that fits the caches would pay it for every staged byte
+// of every call, since its peers read the same lines the call before.
+// Moving the staging from call to call, one band after the other (every
+// rank alike: the same ops count the same bands), through a window of one
+// L2 (the large ops' chunk, the same on every rank), lets the peers' caches
+// give a band up before it is written again, while the window stays in the
+// shared L3 and the TLB (the whole 4 MiB slot was slower over the first
+// thousand calls, and from 128 KiB slower still when this VM's vCPUs sat
+// far apart: BENCHMARKS.md). Below a few KiB a call is a handoff of a few
+// lines, nearer in the peer's cache than anywhere else; ranks sharing a
+// core read each other's lines from that core's own caches; and an op of
+// more than half the window evicts its own lines.
 size_t ShmGroup::band_of(size_t bytes) {
   const size_t span = ShmLayout::align(bytes, kCacheLine);
   if (bytes < kBandMinBytes || span > chunk_bytes_ / 2 || ch_.oversubscribed())
@@ -232,6 +232,8 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
   // depends on the machine).
   const ShmWay way =
       tuner_.begin(ShmTuner::kReduce, n, guess_of(streaming(2 * n)));
+  // One chunk of at most half the window moves as the small ops do.
+  const size_t band = band_of(n);
   // In place, a rank after the first two would overwrite its own input
   // (the third operand in rank order) with the first two's sum: it reduces
   // into a private piece first.
@@ -250,11 +252,11 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
     const size_t stage_total = ls - ssb;
     const size_t out_total = lc - csb;
     const char* stage_from = ls != 0 ? src + k * chunk : nullptr;
-    char* stage_to = slot(rank_, steps() + 1);
+    char* stage_to = slot(rank_, steps() + 1) + band;
     const char* own = lr != 0 ? src + (k - 1) * chunk + rso : nullptr;
     char* own_out = lr != 0 ? dst + (k - 1) * chunk + rso : nullptr;
-    char* res = result(steps() + 1) + rso;
-    const char* out_from = result(steps());
+    char* res = result(steps() + 1) + band + rso;
+    const char* out_from = result(steps()) + band;
     char* out_to = lc != 0 ? dst + (k - 2) * chunk : nullptr;
     const size_t parts =
         std::max<size_t>(1, std::max({ls, lr, lc}) / kPieceBytes);
@@ -276,7 +278,7 @@ void ShmGroup::reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
       for (size_t x = a; x < b; x += kPieceBytes) {
         const size_t len = std::min(kPieceBytes, b - x);
         auto part = [&](int q) -> const char* {
-          return q == rank_ ? own + x : slot(q, steps()) + rso + x;
+          return q == rank_ ? own + x : slot(q, steps()) + band + rso + x;
         };
         char* to = scratch ? reduce_scratch_.data() : own_out + x;
         reduce3(op, dtype, to, part(0), part(1), len / esz);

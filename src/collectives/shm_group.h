@@ -163,8 +163,8 @@ class ShmGroup : public Group {
   // Sync steps so far: a rank stages into slot(rank_, steps() + 1) and
   // reads slot(q, steps()) after the step.
   uint64_t steps() const { return ch_.steps(); }
-  // Where in its slot (and the result) a small all_sum or all_gather of
-  // `bytes` stages this call (shm_group.cpp says why it moves).
+  // Where in its slot (and the result) an all_sum or a small all_gather of
+  // `bytes` stages this call (0 when it stays put; shm_group.cpp says why).
   size_t band_of(size_t bytes);
   char* slot(int r, uint64_t s) const { return ch_.slot(r, s); }
   char* result(uint64_t s) const { return ch_.result(s); }
