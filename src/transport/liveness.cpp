@@ -23,6 +23,11 @@ namespace jaccl::detail {
 
 namespace {
 
+// How long a thread waits for the monitor's word: a data link's PeerLost
+// for its verdict (FailureState::fail), a resumed thread for its catch-up.
+// The monitor reads what is waiting within milliseconds.
+constexpr Millis kMonitorGrace{1000};
+
 const uint8_t* bytes_at(const std::string& s, size_t at) {
   return reinterpret_cast<const uint8_t*>(s.data()) + at;
 }
@@ -196,9 +201,7 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
     raise(ErrorKind::Io, "eventfd() failed",
           {.rank = rank, .sys_errno = errno});
   }
-  // A data link's PeerLost now waits this long for our verdict (see
-  // FailureState::fail): the monitor reads a peer's notice within ms.
-  state_->set_verdict_grace(Millis(1000));
+  state_->set_verdict_grace(kMonitorGrace);
   shared_->out.resize(control_.size());
   shared_->open.resize(control_.size());
   shared_->gone.assign(control_.size(), 0);
@@ -253,7 +256,7 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
         }
         const uint64_t want = ++s->sync_asked;
         s->wake_up();
-        s->cv.wait_for(lock, Millis(1000), [&] {
+        s->cv.wait_for(lock, kMonitorGrace, [&] {
           return s->sync_done >= want || s->stopping || s->loop_ended;
         });
       },

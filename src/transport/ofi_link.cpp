@@ -194,7 +194,6 @@ class OfiLink final : public Link {
   }
 
  private:
-  // Resets m's state; false when there is nothing to move.
   // Nothing new is posted on a failed group. Besides being pointless, a
   // receive posted after a peer's connection closed may match that peer's
   // unexpected rendezvous message, and libfabric 1.17's rxm then reads
@@ -215,6 +214,7 @@ class OfiLink final : public Link {
     return !state_->failed();
   }
 
+  // Resets m's state; false when there is nothing to move.
   static bool start(Msg& m) {
     new (m.priv) Priv();
     if (m.hdr == nullptr && m.len == 0) {

@@ -34,6 +34,28 @@ std::string unique_name() {
 // The ops' deadline in these tests, longer in a sanitizer build.
 const Millis kOpTimeout = Millis(20000) * jaccl::test::slowdown();
 
+// One all_to_allv as rank `me` of `size` sees it: rank f sends rank t
+// sends(f, t) bytes, byte i of them byte(f, t, i).
+struct VPlan {
+  std::vector<size_t> send, recv;
+  std::vector<uint8_t> in, want;
+};
+template <class Sends, class Byte>
+VPlan v_plan(int me, int size, Sends sends, Byte byte) {
+  VPlan v;
+  v.send.resize(static_cast<size_t>(size));
+  v.recv.resize(static_cast<size_t>(size));
+  for (int q = 0; q < size; ++q) {
+    v.send[static_cast<size_t>(q)] = sends(me, q);
+    v.recv[static_cast<size_t>(q)] = sends(q, me);
+    for (size_t i = 0; i < sends(me, q); ++i)
+      v.in.push_back(byte(me, q, i));
+    for (size_t i = 0; i < sends(q, me); ++i)
+      v.want.push_back(byte(q, me, i));
+  }
+  return v;
+}
+
 // Runs body(group) on `size` threads sharing one segment; rethrows the first
 // exception.
 void run_ranks(int size, const std::function<void(Group&)>& body,
@@ -479,17 +501,8 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
                            : block / static_cast<size_t>(1 + t) +
                                  static_cast<size_t>(7 * f);
               };
-              std::vector<size_t> sc(P), rc(P);
-              std::vector<uint8_t> vin, vwant;
-              for (int q = 0; q < size; ++q) {
-                sc[static_cast<size_t>(q)] = sends(me, q);
-                rc[static_cast<size_t>(q)] = sends(q, me);
-                for (size_t i = 0; i < sends(me, q); ++i)
-                  vin.push_back(byte_of(me, q, i));
-                for (size_t i = 0; i < sends(q, me); ++i)
-                  vwant.push_back(byte_of(q, me, i));
-              }
-              std::vector<uint8_t> vout(vwant.size());
+              const VPlan v = v_plan(me, size, sends, byte_of);
+              std::vector<uint8_t> vout(v.want.size());
               const int calls = st == 0 ? 11 : 2;
               for (int call = 0; call < calls; ++call) {
                 std::fill(out.begin(), out.end(), uint8_t(0xee));
@@ -498,8 +511,8 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
                     << "all_to_all, strategy " << st << ", " << size
                     << " ranks, block " << block << ", call " << call;
                 std::fill(vout.begin(), vout.end(), uint8_t(0xee));
-                g.all_to_allv(vin.data(), sc, vout.data(), rc);
-                ASSERT_TRUE(vout == vwant)
+                g.all_to_allv(v.in.data(), v.send, vout.data(), v.recv);
+                ASSERT_TRUE(vout == v.want)
                     << "all_to_allv, strategy " << st << ", " << size
                     << " ranks, block " << block << ", call " << call;
               }
@@ -553,21 +566,14 @@ TEST(ShmGroup, AllToAllvRanksGuessingDifferentlyDeliverEveryByte) {
             for (int call = 0; call < 24; ++call) {
               const Pattern& pat =
                   patterns[static_cast<size_t>(call) % patterns.size()];
-              std::vector<size_t> sc(static_cast<size_t>(size)),
-                  rc(static_cast<size_t>(size));
-              std::vector<uint8_t> in, want;
-              for (int q = 0; q < size; ++q) {
-                sc[static_cast<size_t>(q)] = pat(me, q);
-                rc[static_cast<size_t>(q)] = pat(q, me);
-                for (size_t i = 0; i < pat(me, q); ++i)
-                  in.push_back(byte_of(me, q, i, call));
-                for (size_t i = 0; i < pat(q, me); ++i)
-                  want.push_back(byte_of(q, me, i, call));
-              }
-              std::vector<uint8_t> out(want.size(), 0xee);
-              g.all_to_allv(in.data(), sc, out.data(), rc);
-              ASSERT_TRUE(out == want) << "strategy " << st << ", " << size
-                                       << " ranks, call " << call;
+              const VPlan v =
+                  v_plan(me, size, pat, [&](int f, int t, size_t i) {
+                    return byte_of(f, t, i, call);
+                  });
+              std::vector<uint8_t> out(v.want.size(), 0xee);
+              g.all_to_allv(v.in.data(), v.send, out.data(), v.recv);
+              ASSERT_TRUE(out == v.want) << "strategy " << st << ", " << size
+                                         << " ranks, call " << call;
             }
             // A large mismatch after all that: every rank throws alike.
             std::vector<size_t> sc(static_cast<size_t>(size), 300 * K),
@@ -798,19 +804,10 @@ TEST(ShmGroup, ManyRanksReduceAtTheRootAndRingsComeOnUse) {
           auto byte = [](int f, int t, size_t i) {
             return static_cast<uint8_t>(f * 7 + t * 13 + i);
           };
-          std::vector<size_t> sc(size), rc(size);
-          std::vector<uint8_t> vin, want;
-          for (int q = 0; q < size; ++q) {
-            sc[static_cast<size_t>(q)] = sends(me, q);
-            rc[static_cast<size_t>(q)] = sends(q, me);
-            for (size_t i = 0; i < sends(me, q); ++i)
-              vin.push_back(byte(me, q, i));
-            for (size_t i = 0; i < sends(q, me); ++i)
-              want.push_back(byte(q, me, i));
-          }
-          std::vector<uint8_t> vout(want.size(), 0xee);
-          g.all_to_allv(vin.data(), sc, vout.data(), rc);
-          ASSERT_EQ(vout, want);
+          const VPlan v = v_plan(me, size, sends, byte);
+          std::vector<uint8_t> vout(v.want.size(), 0xee);
+          g.all_to_allv(v.in.data(), v.send, vout.data(), v.recv);
+          ASSERT_EQ(vout, v.want);
         }
         const int right = (g.rank() + 1) % size;
         const int left = (g.rank() + size - 1) % size;
