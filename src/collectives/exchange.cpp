@@ -204,7 +204,8 @@ void run_transfers(std::span<Transfer> xs, const OpContext& ctx, WaitSet& ws,
     for (Link* l : used) {
       l->want(ws);
     }
-    if (!ws.wait(ctx.deadline, *ctx.state, ctx.spin_us, ctx.name, ctx.rank)) {
+    if (!ws.wait(ctx.deadline, *ctx.state, ctx.spin_us, ctx.yield, ctx.name,
+                 ctx.rank)) {
       // Name the first peer we still wait for.
       for (const Transfer& x : xs) {
         if (!x.msg.done) {

@@ -64,6 +64,9 @@ struct OpContext {
   // ranks may outnumber cores): a loopback reply often comes within ~15 us,
   // and a sleep + wake-up costs about as much again.
   int spin_us = 0;
+  // How a rank whose host's ranks outnumber its CPUs waits (never yields
+  // by default).
+  YieldPlan yield;
   // Job ranks of the group's members (empty: member i is rank i).
   const std::vector<int>* names = nullptr;
   // The job rank of member `peer`, for messages.

@@ -24,6 +24,25 @@ namespace {
 // saved (BENCHMARKS.md, History).
 constexpr size_t kBruckMaxBlock = size_t(4) << 10;
 
+// Ranks that outnumber their host's CPUs (as the cards told; unknown: no)
+// wait by yielding while the gate allows, each going back to a CPU of its
+// own share (the kernel stacks them otherwise): consecutive ranks share a
+// CPU, as jaccl-run's shares do, so that half a ring's hops stay on one.
+YieldPlan yield_plan(const Network& net) {
+  YieldPlan p;
+  if (net.host_cpus <= 0 || net.host_cpus >= net.host_ranks) {
+    return p;
+  }
+  p.ranks = net.host_ranks;
+  const std::vector<int> cpus = allowed_cpus();
+  if (net.host_index >= 0 && net.host_index < net.host_ranks &&
+      cpus.size() >= 2) {
+    p.home_cpu = cpus[static_cast<size_t>(net.host_index) * cpus.size() /
+                      static_cast<size_t>(net.host_ranks)];
+  }
+  return p;
+}
+
 class NetGroup final : public Group {
  public:
   NetGroup(bool prefer_ring, Network net, bool p2p_only)
@@ -290,6 +309,9 @@ class NetGroup final : public Group {
     ctx.deadline = dl;
     ctx.state = net_.state.get();
     ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
+    if (!use_ring) {
+      ctx.yield = yield_;
+    }
     return ctx;
   }
 
@@ -319,6 +341,11 @@ class NetGroup final : public Group {
                                      : allowed_cpu_count() >= net_.size)
                      ? 20
                      : 0;
+  // Ranks that outnumber the CPUs wait by yielding to each other while
+  // nothing else wants the CPUs (YieldGate): 4 ranks on 2 CPUs that slept
+  // in poll left a quarter of the CPU time idle, as a woken rank queued
+  // behind its waker (BENCHMARKS.md, History). Not the ring's wire threads.
+  YieldPlan yield_ = yield_plan(net_);
   // all_to_all blocks up to this size go in Bruck's rounds: when every
   // member is on this host (so every member decides alike) and they
   // outnumber its CPUs, the job is bound by the kernel work of each

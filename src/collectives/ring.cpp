@@ -343,8 +343,8 @@ void RingEngine::wire_loop(Stream* streams, int w) {
     for (Link* l : ws.used) {
       l->want(ws.ws);
     }
-    if (!ws.ws.wait(p.ctx.deadline, *p.ctx.state, p.ctx.spin_us, p.ctx.name,
-                    p.ctx.rank)) {
+    if (!ws.ws.wait(p.ctx.deadline, *p.ctx.state, p.ctx.spin_us, p.ctx.yield,
+                    p.ctx.name, p.ctx.rank)) {
       for (int d = 0; d < p.dirs; ++d) {
         if (!streams[d].done()) {
           timeout(streams[d], w);

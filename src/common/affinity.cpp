@@ -83,4 +83,13 @@ bool move_off_this_cpu() {
   return moved;
 }
 
+bool move_to_cpu(int cpu) {
+  const std::vector<int> mask = allowed_cpus();
+  if (mask.size() < 2 || !std::binary_search(mask.begin(), mask.end(), cpu))
+    return false;
+  const bool moved = set_allowed_cpus({cpu});
+  set_allowed_cpus(mask);
+  return moved;
+}
+
 }  // namespace jaccl::detail

@@ -49,4 +49,9 @@ bool set_allowed_cpus(const std::vector<int>& cpus);
 // False if the mask allows no other CPU or the system refuses.
 bool move_off_this_cpu();
 
+// Moves the calling thread to `cpu` (one of its mask's) the same way,
+// leaving the mask as it was. False if the mask allows no other CPU, does
+// not hold `cpu`, or the system refuses.
+bool move_to_cpu(int cpu);
+
 }  // namespace jaccl::detail

@@ -51,6 +51,7 @@ struct ControlBlock {
   // them (0: unknown), so the group knows whether a waiter may spin.
   int host_ranks = 0;
   int host_cpus = 0;
+  int host_index = -1;  // this rank's place among them, in rank order
   // Deadline budget for one blocking operation (0 = none).
   Millis op_timeout{0};
   std::shared_ptr<FailureState> state = std::make_shared<FailureState>();

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/deadline.h"
+#include "common/host_load.h"
 #include "transport/failure.h"
 
 namespace jaccl::detail {
@@ -147,9 +148,12 @@ class WaitSet {
   bool spinning() const;
   // Waits: true when a link may progress (or the spin window asks for
   // another round of progress), false when the deadline expired. Rethrows
-  // the group's failure when woken by it.
+  // the group's failure when woken by it. With yp.ranks > 0 (this host's
+  // ranks outnumber its CPUs) and while YieldGate::host() allows, it polls
+  // and yields for up to kYieldNs after the last progress before it
+  // sleeps.
   bool wait(const Deadline& dl, FailureState& state, int spin_us,
-            const char* op, int rank);
+            const YieldPlan& yp, const char* op, int rank);
 
  private:
   struct Item {
@@ -157,12 +161,20 @@ class WaitSet {
     short events;
     short revents;
   };
+  void yield_now(const YieldPlan& yp);
+
   std::vector<Item> items_;
   bool ready_ = false;
   bool driven_ = false;
   int max_sleep_ms_ = -1;
   bool spinning_ = false;
   long long spin_until_ns_ = 0;
+  // Yielding stops this long after the last progress, so that a rank
+  // waiting for a stopped or computing peer goes to sleep.
+  static constexpr long long kYieldNs = 2 * 1000 * 1000;
+  static constexpr long long kHomeEveryNs = 1000 * 1000;
+  long long yield_until_ns_ = 0;
+  long long next_home_ns_ = 0;
   // The clock as wait() last read it: spinning() answers from it, one
   // round stale, to save a clock read per round of a spinning op.
   long long now_ns_ = 0;
@@ -197,6 +209,8 @@ struct Network {
   // unknown).
   int host_ranks = 0;
   int host_cpus = 0;
+  // This rank's place among them, in rank order (-1: unknown).
+  int host_index = -1;
 };
 
 }  // namespace jaccl::detail

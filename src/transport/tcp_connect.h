@@ -129,7 +129,8 @@ using DataWiresFn =
 // one is longer than SideChannel::inline_bytes() - 8, and the barrier); a
 // caller that tears the channel down right after makes one more barrier
 // (which proves every rank has left this one; see leave_barrier()).
-// Sets conns.host_ranks and host_cpus from the cards (and logs them).
+// Sets conns.host_ranks, host_cpus and host_index from the cards (and logs
+// them).
 void count_host_cpus(const std::vector<TcpCard>& cards, int me,
                      ControlBlock& conns);
 

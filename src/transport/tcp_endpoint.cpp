@@ -314,6 +314,7 @@ Network make_tcp_network(ControlBlock conns) {
   net.keepalive = conns.keepalive;
   net.transport = "tcp";
   net.host_ranks = conns.host_ranks;
+  net.host_index = conns.host_index;
   net.host_cpus = conns.host_cpus;
   net.links.resize(conns.wires.size());
   WireBank* bank = conns.bank.get();

@@ -85,9 +85,12 @@ void count_host_cpus(const std::vector<TcpCard>& cards, int me,
     return;
   }
   std::vector<CpuMask> masks;
-  for (const TcpCard& c : cards) {
-    if (c.boot_id == mine.boot_id) {
-      masks.push_back(c.cpu_mask);
+  for (size_t r = 0; r < cards.size(); ++r) {
+    if (cards[r].boot_id == mine.boot_id) {
+      if (static_cast<int>(r) == me) {
+        conns.host_index = static_cast<int>(masks.size());
+      }
+      masks.push_back(cards[r].cpu_mask);
     }
   }
   conns.host_ranks = static_cast<int>(masks.size());

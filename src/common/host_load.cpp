@@ -1,0 +1,124 @@
+// Copyright 2026 the jaccl authors.
+#include "common/host_load.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <utility>
+
+namespace jaccl::detail {
+
+namespace {
+
+constexpr long long kMs = 1000 * 1000;
+constexpr long long kCheckEveryNs = 1 * kMs;
+constexpr int kStrikes = 2;
+constexpr long long kFirstBackOffNs = 50 * kMs;
+constexpr int kMaxLevel = 5;  // 50 ms << 5 = 1.6 s
+// A close within this long of the last one doubles the back-off, and one
+// strike is enough to make it.
+constexpr long long kMemoryNs = 3000 * kMs;
+// Unloaded, 4 ranks on 2 CPUs saw one or two yields of a millisecond or
+// more per process in a 3-second run; beside a compute thread, hundreds.
+constexpr long long kLongYieldNs = 1 * kMs;
+constexpr long long kLongYieldWindowNs = 100 * kMs;
+
+int read_loadavg() {
+  // One descriptor for the process; a pread at 0 renders the file afresh.
+  static const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return -1;
+  }
+  char buf[128];
+  const ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
+  if (n <= 0) {
+    return -1;
+  }
+  return parse_runnable(std::string_view(buf, static_cast<size_t>(n)));
+}
+
+}  // namespace
+
+int parse_runnable(std::string_view s) {
+  size_t pos = 0;
+  for (int field = 0; field < 3; ++field) {
+    pos = s.find(' ', pos);
+    if (pos == std::string_view::npos) {
+      return -1;
+    }
+    ++pos;
+  }
+  int v = -1;
+  const char* end = s.data() + s.size();
+  const auto [stop, ec] = std::from_chars(s.data() + pos, end, v);
+  if (ec != std::errc() || stop == end || *stop != '/' || v < 0) {
+    return -1;
+  }
+  return v;
+}
+
+YieldGate::YieldGate(std::function<int()> runnable)
+    : runnable_(std::move(runnable)) {}
+
+bool YieldGate::allows(long long now_ns, int ranks) {
+  if (now_ns < closed_until_ns_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  if (now_ns < next_check_ns_.load(std::memory_order_relaxed)) {
+    return true;
+  }
+  next_check_ns_.store(now_ns + kCheckEveryNs, std::memory_order_relaxed);
+  const int running = runnable_();
+  if (running < 0) {
+    closed_until_ns_.store(LLONG_MAX, std::memory_order_relaxed);
+    return false;
+  }
+  if (running <= ranks) {
+    strikes_.store(0, std::memory_order_relaxed);
+    return true;
+  }
+  if (!recently_closed(now_ns) &&
+      strikes_.fetch_add(1, std::memory_order_relaxed) + 1 < kStrikes) {
+    return true;
+  }
+  close(now_ns);
+  return false;
+}
+
+void YieldGate::yielded(long long now_ns, long long took_ns) {
+  if (took_ns < kLongYieldNs) {
+    return;
+  }
+  const long long last = long_yield_at_ns_.exchange(now_ns);
+  if (recently_closed(now_ns) ||
+      (last >= 0 && now_ns - last < kLongYieldWindowNs)) {
+    close(now_ns);
+  }
+}
+
+bool YieldGate::recently_closed(long long now_ns) const {
+  const long long last = closed_at_ns_.load(std::memory_order_relaxed);
+  return last >= 0 && now_ns - last < kMemoryNs;
+}
+
+void YieldGate::close(long long now_ns) {
+  const int level =
+      recently_closed(now_ns)
+          ? std::min(level_.load(std::memory_order_relaxed) + 1, kMaxLevel)
+          : 0;
+  level_.store(level, std::memory_order_relaxed);
+  strikes_.store(0, std::memory_order_relaxed);
+  closed_at_ns_.store(now_ns, std::memory_order_relaxed);
+  closed_until_ns_.store(now_ns + (kFirstBackOffNs << level),
+                         std::memory_order_relaxed);
+}
+
+YieldGate& YieldGate::host() {
+  static YieldGate gate(read_loadavg);
+  return gate;
+}
+
+}  // namespace jaccl::detail
