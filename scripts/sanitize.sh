@@ -11,7 +11,7 @@ kinds=("$@")
 # the plain build only.
 suites=(config side_channel errors types reduce ring_math all_to_all_math
         op_runner collectives all_to_all shm_group coordinator tcp_transport hier
-        ofi_layer ofi_group split rdma_devices elastic)
+        ofi_layer ofi_group split rdma_devices elastic host_load)
 # SANITIZE_SUITES="a b" builds and runs only those suites (a quick re-run).
 if [ -n "${SANITIZE_SUITES:-}" ]; then
   read -ra suites <<< "$SANITIZE_SUITES"
