@@ -15,12 +15,20 @@ namespace {
 
 constexpr long long kMs = 1000 * 1000;
 constexpr long long kCheckEveryNs = 1 * kMs;
+// Readings in a row above the job's ranks that close the gate: the job's
+// own liveness threads wake together at each heartbeat and kernel threads
+// come and go (4 ranks alone on 2 CPUs read 5-7 for a millisecond every
+// few seconds); a busy task stays.
 constexpr int kStrikes = 2;
 constexpr long long kFirstBackOffNs = 50 * kMs;
 constexpr int kMaxLevel = 5;  // 50 ms << 5 = 1.6 s
-// A close within this long of the last one doubles the back-off, and one
-// strike is enough to make it.
-constexpr long long kMemoryNs = 3000 * kMs;
+// For this long after it reopens, one reading or one long yield closes the
+// gate again (a load that stays is found at once, while the ranks that
+// would show it in the count may still sleep).
+constexpr long long kProbationNs = 200 * kMs;
+// A close within this long of the gate's last reopening doubles the
+// back-off.
+constexpr long long kMemoryNs = 1000 * kMs;
 // Unloaded, 4 ranks on 2 CPUs saw one or two yields of a millisecond or
 // more per process in a 3-second run; beside a compute thread, hundreds.
 constexpr long long kLongYieldNs = 1 * kMs;
@@ -80,7 +88,7 @@ bool YieldGate::allows(long long now_ns, int ranks) {
     strikes_.store(0, std::memory_order_relaxed);
     return true;
   }
-  if (!recently_closed(now_ns) &&
+  if (!since_reopening(now_ns, kProbationNs) &&
       strikes_.fetch_add(1, std::memory_order_relaxed) + 1 < kStrikes) {
     return true;
   }
@@ -93,25 +101,24 @@ void YieldGate::yielded(long long now_ns, long long took_ns) {
     return;
   }
   const long long last = long_yield_at_ns_.exchange(now_ns);
-  if (recently_closed(now_ns) ||
+  if (since_reopening(now_ns, kProbationNs) ||
       (last >= 0 && now_ns - last < kLongYieldWindowNs)) {
     close(now_ns);
   }
 }
 
-bool YieldGate::recently_closed(long long now_ns) const {
-  const long long last = closed_at_ns_.load(std::memory_order_relaxed);
-  return last >= 0 && now_ns - last < kMemoryNs;
+bool YieldGate::since_reopening(long long now_ns, long long within) const {
+  const long long until = closed_until_ns_.load(std::memory_order_relaxed);
+  return until > 0 && now_ns - until < within;
 }
 
 void YieldGate::close(long long now_ns) {
   const int level =
-      recently_closed(now_ns)
+      since_reopening(now_ns, kMemoryNs)
           ? std::min(level_.load(std::memory_order_relaxed) + 1, kMaxLevel)
           : 0;
   level_.store(level, std::memory_order_relaxed);
   strikes_.store(0, std::memory_order_relaxed);
-  closed_at_ns_.store(now_ns, std::memory_order_relaxed);
   closed_until_ns_.store(now_ns + (kFirstBackOffNs << level),
                          std::memory_order_relaxed);
 }

@@ -33,30 +33,31 @@ class YieldGate {
   // Whether a rank of a job with `ranks` members on this host may yield at
   // now_ns. While the job yields, all its ranks are runnable, so more
   // runnable tasks than `ranks` means work from outside it; two such
-  // readings in a row (a kernel thread is runnable for a moment, a busy
-  // task stays) close the gate for a back-off of 50 ms, doubled at each
-  // close within 3 s of the last, up to 1.6 s. After a close, one reading
-  // or one long yield closes it again. It reads the count at most once a
-  // millisecond; unknown closes it for good.
+  // readings in a row (threads that wake for a moment seldom last that
+  // long, a busy task does) close the gate for a back-off of 50 ms,
+  // doubled at each close within 1 s of the last reopening, up to 1.6 s;
+  // within 200 ms of a reopening one reading closes it. It reads the count
+  // at most once a millisecond; unknown closes it for good.
   bool allows(long long now_ns, int ranks);
 
   // A yield the gate allowed ended at now_ns after took_ns: one of a
   // millisecond or more went to a task that does not yield back (a
   // rank's own compute thread, unseen by the count while co-ranks sleep);
-  // two within 100 ms close the gate.
+  // two within 100 ms, or one within 200 ms of a reopening, close the
+  // gate.
   void yielded(long long now_ns, long long took_ns);
 
   // The process's gate, over /proc/loadavg.
   static YieldGate& host();
 
  private:
-  bool recently_closed(long long now_ns) const;
+  // Whether the gate reopened less than `within` before now_ns.
+  bool since_reopening(long long now_ns, long long within) const;
   void close(long long now_ns);
 
   std::function<int()> runnable_;
   std::atomic<long long> next_check_ns_{0};
   std::atomic<long long> closed_until_ns_{0};
-  std::atomic<long long> closed_at_ns_{-1};
   std::atomic<long long> long_yield_at_ns_{-1};
   std::atomic<int> level_{0};
   std::atomic<int> strikes_{0};

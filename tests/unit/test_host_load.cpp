@@ -58,7 +58,7 @@ TEST(HostLoad, OneStrayReadingDoesNotCloseTwoInARowDo) {
   long long t = kMs;
   s.running = 4;
   EXPECT_TRUE(s.gate.allows(t, 4));
-  s.running = 5;  // a kernel thread for a moment
+  s.running = 6;  // liveness threads at a heartbeat, for a moment
   EXPECT_TRUE(s.gate.allows(t += kMs, 4));
   s.running = 4;
   EXPECT_TRUE(s.gate.allows(t += kMs, 4));
@@ -75,44 +75,49 @@ TEST(HostLoad, OneStrayReadingDoesNotCloseTwoInARowDo) {
   EXPECT_TRUE(s.gate.allows(closed + 50 * kMs, 4));
 }
 
-TEST(HostLoad, AfterACloseOneReadingClosesAgainForTwiceAsLong) {
-  Scripted s;
-  long long t = kMs;
-  s.running = 9;
-  EXPECT_TRUE(s.gate.allows(t, 4));
-  EXPECT_FALSE(s.gate.allows(t += kMs, 4));
-  t += 50 * kMs;
-  s.running = 4;
-  EXPECT_TRUE(s.gate.allows(t, 4));
-  s.running = 9;
-  EXPECT_FALSE(s.gate.allows(t += kMs, 4));  // one strike, on probation
-  EXPECT_FALSE(s.gate.allows(t + 99 * kMs, 4));
-  s.running = 4;
-  EXPECT_TRUE(s.gate.allows(t + 100 * kMs, 4));
+// Reads `running` from time t on until the gate closes: returns when.
+long long close_at(Scripted& s, long long t, int running) {
+  s.running = running;
+  while (s.gate.allows(t, 4)) {
+    t += kMs;
+  }
+  return t;
 }
 
-TEST(HostLoad, BackOffStopsDoublingAtItsCapAndForgetsAfterAQuietSpell) {
+TEST(HostLoad, LoadThatStaysDoublesTheBackOffUpToItsCap) {
   Scripted s;
-  s.running = 9;
-  long long t = kMs;
-  EXPECT_TRUE(s.gate.allows(t, 4));
-  EXPECT_FALSE(s.gate.allows(t += kMs, 4));
+  long long t = close_at(s, kMs, 9);
+  EXPECT_EQ(t, 2 * kMs);  // two readings
   long long back_off = 50 * kMs;
   for (int i = 0; i < 8; ++i) {
+    EXPECT_FALSE(s.gate.allows(t + back_off - 1, 4)) << "close " << i;
     t += back_off;
-    EXPECT_FALSE(s.gate.allows(t, 4)) << "close " << i;
+    // Reopened: the first reading finds the load again.
+    EXPECT_EQ(close_at(s, t, 9), t) << "close " << i;
     back_off = std::min(back_off * 2, 1600 * kMs);
-    EXPECT_FALSE(s.gate.allows(t + back_off - 1, 4));
   }
-  EXPECT_FALSE(s.gate.allows(t + back_off, 4));  // reads 9: closes again
-  // Three quiet seconds later a load needs two readings again and the
-  // back-off starts over.
-  t += back_off + 4000 * kMs;
+  EXPECT_EQ(back_off, 1600 * kMs);
+  EXPECT_FALSE(s.gate.allows(t + back_off - 1, 4));
+  s.running = 4;
+  EXPECT_TRUE(s.gate.allows(t + back_off, 4));
+}
+
+TEST(HostLoad, ALoadLongAfterAReopeningStartsOver) {
+  Scripted s;
+  long long t = close_at(s, kMs, 9);
+  t = close_at(s, t + 50 * kMs, 9);  // at the reopening: 100 ms
+  EXPECT_FALSE(s.gate.allows(t + 99 * kMs, 4));
+  t += 100 * kMs;
   s.running = 4;
   EXPECT_TRUE(s.gate.allows(t, 4));
-  s.running = 9;
-  EXPECT_TRUE(s.gate.allows(t += kMs, 4));
-  EXPECT_FALSE(s.gate.allows(t += kMs, 4));
+  // Half a second after the reopening: two readings, and a doubled back-off.
+  const long long half = close_at(s, t + 500 * kMs, 9);
+  EXPECT_EQ(half, t + 501 * kMs);
+  EXPECT_FALSE(s.gate.allows(half + 199 * kMs, 4));
+  s.running = 4;
+  EXPECT_TRUE(s.gate.allows(half + 200 * kMs, 4));
+  // More than a second after that reopening: back to 50 ms.
+  t = close_at(s, half + 200 * kMs + 1001 * kMs, 9);
   EXPECT_FALSE(s.gate.allows(t + 49 * kMs, 4));
   s.running = 4;
   EXPECT_TRUE(s.gate.allows(t + 50 * kMs, 4));
@@ -133,7 +138,10 @@ TEST(HostLoad, TwoLongYieldsCloseShortOnesNever) {
   EXPECT_TRUE(s.gate.allows(t, 4));
   s.gate.yielded(t += 50 * kMs, 2 * kMs);
   EXPECT_FALSE(s.gate.allows(t, 4));
-  EXPECT_TRUE(s.gate.allows(t + 50 * kMs, 4));
+  EXPECT_TRUE(s.gate.allows(t += 50 * kMs, 4));
+  // Within 200 ms of the reopening one long yield is enough.
+  s.gate.yielded(t += 150 * kMs, 2 * kMs);
+  EXPECT_FALSE(s.gate.allows(t, 4));
 }
 
 TEST(HostLoad, UnknownCountClosesForGood) {
