@@ -23,6 +23,12 @@ namespace {
 // it, sending each block up to log2(n) times costs more than the messages
 // saved (BENCHMARKS.md, History).
 constexpr size_t kBruckMaxBlock = size_t(4) << 10;
+// Oversubscribed ranks yield (yield_plan) in ops of at most this many bytes
+// a block: past it the ops are bound by the kernel's copies, and yielding
+// ranks compete with its softirq threads (4 ranks on 2 CPUs, all_to_all
+// blocks of 256 / 512 KiB: 0.64-0.75x the time sleeping took; 1 / 2 MiB:
+// 1.10-1.21x).
+constexpr size_t kYieldMaxBlock = size_t(512) << 10;
 
 // Ranks that outnumber their host's CPUs (as the cards told; unknown: no)
 // wait by yielding while the gate allows, each going back to a CPU of its
@@ -267,6 +273,13 @@ class NetGroup final : public Group {
     OpContext ctx = make_ctx(OpKind::AllToAllv, -1,
                              2 * links_.size * sizeof(uint64_t), false, dl);
     ctx.desc.streams = static_cast<uint8_t>(streams_);
+    size_t sent = 0;
+    for (size_t b : send) {
+      sent += b;
+    }
+    if (sent / static_cast<size_t>(links_.size) > kYieldMaxBlock) {
+      ctx.yield = {};  // judged by this rank's mean block (make_ctx's rule)
+    }
     // Bruck's rounds under all_to_all's rule, judged by the previous
     // call's mean block (its matrix, kept in v_; none before the first
     // call): every rank holds the same matrix after a call, so every rank
@@ -309,7 +322,7 @@ class NetGroup final : public Group {
     ctx.deadline = dl;
     ctx.state = net_.state.get();
     ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
-    if (!use_ring) {
+    if (!use_ring && n <= kYieldMaxBlock) {
       ctx.yield = yield_;
     }
     return ctx;
