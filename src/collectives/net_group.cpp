@@ -24,10 +24,11 @@ namespace {
 // saved (BENCHMARKS.md, History).
 constexpr size_t kBruckMaxBlock = size_t(4) << 10;
 // Oversubscribed ranks yield (yield_plan) in ops of at most this many bytes
-// a block: past it the ops are bound by the kernel's copies, and yielding
-// ranks compete with its softirq threads (4 ranks on 2 CPUs, all_to_all
-// blocks of 256 / 512 KiB: 0.64-0.75x the time sleeping took; 1 / 2 MiB:
-// 1.10-1.21x).
+// a block (the ring: a rank's share): past it the ops are bound by the
+// kernel's copies, and yielding ranks compete with its softirq threads (4
+// ranks on 2 CPUs, all_to_all blocks of 256 / 512 KiB: 0.64-0.75x the time
+// sleeping took; 1 / 2 MiB: 1.10-1.21x; ring all_sum of 128 / 512 KiB:
+// 0.66 / 0.78x, 2 MiB level).
 constexpr size_t kYieldMaxBlock = size_t(512) << 10;
 
 // Ranks that outnumber their host's CPUs (as the cards told; unknown: no)
@@ -322,7 +323,8 @@ class NetGroup final : public Group {
     ctx.deadline = dl;
     ctx.state = net_.state.get();
     ctx.spin_us = use_ring ? 0 : spin_us_;  // wire threads never spin
-    if (!use_ring && n <= kYieldMaxBlock) {
+    // The ring moves a rank's share of the buffer at a time.
+    if ((use_ring ? n / static_cast<size_t>(net_.size) : n) <= kYieldMaxBlock) {
       ctx.yield = yield_;
     }
     return ctx;
@@ -357,7 +359,7 @@ class NetGroup final : public Group {
   // Ranks that outnumber the CPUs wait by yielding to each other while
   // nothing else wants the CPUs (YieldGate): 4 ranks on 2 CPUs that slept
   // in poll left a quarter of the CPU time idle, as a woken rank queued
-  // behind its waker (BENCHMARKS.md, History). Not the ring's wire threads.
+  // behind its waker (BENCHMARKS.md, History).
   YieldPlan yield_ = yield_plan(net_);
   // all_to_all blocks up to this size go in Bruck's rounds: when every
   // member is on this host (so every member decides alike) and they
