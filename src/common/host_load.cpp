@@ -33,6 +33,7 @@ constexpr long long kMemoryNs = 1000 * kMs;
 // more per process in a 3-second run; beside a compute thread, hundreds.
 constexpr long long kLongYieldNs = 1 * kMs;
 constexpr long long kLongYieldWindowNs = 100 * kMs;
+constexpr long long kSettleNs = 10 * kMs;
 
 int read_loadavg() {
   // One descriptor for the process; a pread at 0 renders the file afresh.
@@ -86,8 +87,12 @@ bool YieldGate::allows(long long now_ns, int ranks) {
   }
   if (running <= ranks) {
     strikes_.store(0, std::memory_order_relaxed);
+    long long none = -1;
+    quiet_since_ns_.compare_exchange_strong(none, now_ns,
+                                            std::memory_order_relaxed);
     return true;
   }
+  quiet_since_ns_.store(-1, std::memory_order_relaxed);
   if (!since_reopening(now_ns, kProbationNs) &&
       strikes_.fetch_add(1, std::memory_order_relaxed) + 1 < kStrikes) {
     return true;
@@ -107,6 +112,14 @@ void YieldGate::yielded(long long now_ns, long long took_ns) {
   }
 }
 
+bool YieldGate::settled(long long now_ns, int ranks) {
+  if (!allows(now_ns, ranks)) {
+    return false;
+  }
+  const long long since = quiet_since_ns_.load(std::memory_order_relaxed);
+  return since >= 0 && now_ns - since >= kSettleNs;
+}
+
 bool YieldGate::since_reopening(long long now_ns, long long within) const {
   const long long until = closed_until_ns_.load(std::memory_order_relaxed);
   return until > 0 && now_ns - until < within;
@@ -119,6 +132,7 @@ void YieldGate::close(long long now_ns) {
           : 0;
   level_.store(level, std::memory_order_relaxed);
   strikes_.store(0, std::memory_order_relaxed);
+  quiet_since_ns_.store(-1, std::memory_order_relaxed);
   closed_until_ns_.store(now_ns + (kFirstBackOffNs << level),
                          std::memory_order_relaxed);
 }

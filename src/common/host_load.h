@@ -47,6 +47,13 @@ class YieldGate {
   // gate.
   void yielded(long long now_ns, long long took_ns);
 
+  // Whether the gate allows and has read no more runnable tasks than
+  // `ranks` for at least 10 ms: for moving a rank to another CPU, which
+  // beside a task that does not yield puts it behind that task's slices
+  // (a move made before two readings could close the gate cost a 4-rank
+  // shm job 45x at 8 B beside a compute thread).
+  bool settled(long long now_ns, int ranks);
+
   // The process's gate, over /proc/loadavg.
   static YieldGate& host();
 
@@ -59,6 +66,8 @@ class YieldGate {
   std::atomic<long long> next_check_ns_{0};
   std::atomic<long long> closed_until_ns_{0};
   std::atomic<long long> long_yield_at_ns_{-1};
+  // The first reading of the current quiet spell (-1: none yet).
+  std::atomic<long long> quiet_since_ns_{-1};
   std::atomic<int> level_{0};
   std::atomic<int> strikes_{0};
 };

@@ -183,6 +183,9 @@ class ShmChannel {
   uint64_t step_ = 0;
   // More ranks than the members' CPUs: waits yield at once (wait_until).
   bool oversubscribed_ = false;
+  // Where an oversubscribed rank goes back to (wait_mode; -1: nowhere).
+  int home_cpu_ = -1;
+  uint64_t next_home_step_ = 0;
   // Wakers fence lightly and sleepers heavily (shm_sync.h): every rank
   // decides alike (from the same host_cpus and kernel).
   bool asymmetric_ = false;

@@ -133,11 +133,13 @@ void WaitSet::yield_now(const YieldPlan& yp) {
   YieldGate::host().yielded(now_ns_, now_ns_ - before);
   // Yielding ranks never sleep, so nothing makes the kernel spread ranks
   // it has stacked on one CPU (they all stay cache-hot): each goes back to
-  // its own, at most once a millisecond (4 ranks on 2 CPUs were stacked
-  // in half of the runs, at up to twice the time).
+  // its own, at most once a millisecond, once the gate has settled (4
+  // ranks on 2 CPUs were stacked in half of the runs, at up to twice the
+  // time).
   if (yp.home_cpu >= 0 && now_ns_ >= next_home_ns_) {
     next_home_ns_ = now_ns_ + kHomeEveryNs;
-    if (::sched_getcpu() != yp.home_cpu) {
+    if (::sched_getcpu() != yp.home_cpu &&
+        YieldGate::host().settled(now_ns_, yp.ranks)) {
       move_to_cpu(yp.home_cpu);
     }
   }

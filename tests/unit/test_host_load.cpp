@@ -144,6 +144,35 @@ TEST(HostLoad, TwoLongYieldsCloseShortOnesNever) {
   EXPECT_FALSE(s.gate.allows(t, 4));
 }
 
+TEST(HostLoad, SettledAfterTenQuietMillisecondsAndNotAfterAStrike) {
+  Scripted s;
+  s.running = 4;
+  long long t = kMs;
+  EXPECT_FALSE(s.gate.settled(t, 4));  // the first quiet reading
+  EXPECT_TRUE(s.gate.allows(t, 4));
+  EXPECT_FALSE(s.gate.settled(t + 9 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
+  // One stray reading: still open, but not settled until ten more quiet
+  // milliseconds.
+  t += 11 * kMs;
+  s.running = 5;
+  EXPECT_FALSE(s.gate.settled(t, 4));
+  EXPECT_TRUE(s.gate.allows(t, 4));
+  s.running = 4;
+  EXPECT_FALSE(s.gate.settled(t += kMs, 4));
+  EXPECT_FALSE(s.gate.settled(t + 9 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
+  // Closed by long yields: neither open nor settled, and ten quiet
+  // milliseconds after it reopens before it settles again.
+  t += 20 * kMs;
+  s.gate.yielded(t, 2 * kMs);
+  s.gate.yielded(t += kMs, 2 * kMs);
+  EXPECT_FALSE(s.gate.settled(t, 4));
+  t += 50 * kMs;
+  EXPECT_FALSE(s.gate.settled(t, 4));
+  EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
+}
+
 TEST(HostLoad, UnknownCountClosesForGood) {
   Scripted s;
   s.running = -1;
