@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "collectives/all_to_all.h"
@@ -41,12 +42,7 @@ YieldPlan yield_plan(const Network& net) {
     return p;
   }
   p.ranks = net.host_ranks;
-  const std::vector<int> cpus = allowed_cpus();
-  if (net.host_index >= 0 && net.host_index < net.host_ranks &&
-      cpus.size() >= 2) {
-    p.home_cpu = cpus[static_cast<size_t>(net.host_index) * cpus.size() /
-                      static_cast<size_t>(net.host_ranks)];
-  }
+  p.home_cpu = share_cpu(net.host_index, net.host_ranks);
   return p;
 }
 
@@ -274,10 +270,7 @@ class NetGroup final : public Group {
     OpContext ctx = make_ctx(OpKind::AllToAllv, -1,
                              2 * links_.size * sizeof(uint64_t), false, dl);
     ctx.desc.streams = static_cast<uint8_t>(streams_);
-    size_t sent = 0;
-    for (size_t b : send) {
-      sent += b;
-    }
+    const size_t sent = std::accumulate(send.begin(), send.end(), size_t{0});
     if (sent / static_cast<size_t>(links_.size) > kYieldMaxBlock) {
       ctx.yield = {};  // judged by this rank's mean block (make_ctx's rule)
     }

@@ -69,6 +69,20 @@ int cpus_in_union(std::span<const CpuMask> masks) {
   return std::max(1, n);
 }
 
+namespace {
+
+// Narrows the calling thread's mask to `to` (the kernel migrates it at
+// once) and sets `mask` back.
+bool move_within(const std::vector<int>& mask, const std::vector<int>& to) {
+  const bool moved = set_allowed_cpus(to);
+  // Always restore what the thread had, even if the first call failed
+  // half-way: the caller's mask is not ours to change.
+  set_allowed_cpus(mask);
+  return moved;
+}
+
+}  // namespace
+
 bool move_off_this_cpu() {
   const std::vector<int> mask = allowed_cpus();
   const int cpu = ::sched_getcpu();
@@ -76,20 +90,22 @@ bool move_off_this_cpu() {
     return false;
   std::vector<int> others = mask;
   others.erase(std::find(others.begin(), others.end(), cpu));
-  const bool moved = set_allowed_cpus(others);
-  // Always restore what the thread had, even if the first call failed
-  // half-way: the caller's mask is not ours to change.
-  set_allowed_cpus(mask);
-  return moved;
+  return move_within(mask, others);
 }
 
 bool move_to_cpu(int cpu) {
   const std::vector<int> mask = allowed_cpus();
   if (mask.size() < 2 || !std::binary_search(mask.begin(), mask.end(), cpu))
     return false;
-  const bool moved = set_allowed_cpus({cpu});
-  set_allowed_cpus(mask);
-  return moved;
+  return move_within(mask, {cpu});
+}
+
+int share_cpu(int index, int count) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2 || index < 0 || index >= count)
+    return -1;
+  return cpus[static_cast<size_t>(index) * cpus.size() /
+              static_cast<size_t>(count)];
 }
 
 }  // namespace jaccl::detail

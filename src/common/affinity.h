@@ -54,4 +54,10 @@ bool move_off_this_cpu();
 // not hold `cpu`, or the system refuses.
 bool move_to_cpu(int cpu);
 
+// The CPU of the calling thread's mask that member `index` of `count`
+// goes back to when they share those CPUs in consecutive blocks (members
+// 0-1 on the first of 2 CPUs, 2-3 on the second, as jaccl-run's shares):
+// -1 when the mask holds fewer than two CPUs or index is out of range.
+int share_cpu(int index, int count);
+
 }  // namespace jaccl::detail

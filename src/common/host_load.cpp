@@ -1,13 +1,13 @@
 // Copyright 2026 the jaccl authors.
 #include "common/host_load.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <string>
 #include <utility>
+
+#include "common/read_file.h"
 
 namespace jaccl::detail {
 
@@ -35,18 +35,15 @@ constexpr long long kLongYieldNs = 1 * kMs;
 constexpr long long kLongYieldWindowNs = 100 * kMs;
 constexpr long long kSettleNs = 10 * kMs;
 
+// Opened, read and closed each time (a few microseconds, at most once a
+// millisecond): a descriptor kept open would be one the process never
+// asked for, and the job's descriptor checks count them.
 int read_loadavg() {
-  // One descriptor for the process; a pread at 0 renders the file afresh.
-  static const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  std::string text;
+  if (!read_file("/proc/loadavg", &text)) {
     return -1;
   }
-  char buf[128];
-  const ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
-  if (n <= 0) {
-    return -1;
-  }
-  return parse_runnable(std::string_view(buf, static_cast<size_t>(n)));
+  return parse_runnable(text);
 }
 
 }  // namespace
@@ -122,10 +119,13 @@ bool YieldGate::settled(long long now_ns, int ranks) {
 
 bool YieldGate::since_reopening(long long now_ns, long long within) const {
   const long long until = closed_until_ns_.load(std::memory_order_relaxed);
-  return until > 0 && now_ns - until < within;
+  return until > 0 && now_ns >= until && now_ns - until < within;
 }
 
 void YieldGate::close(long long now_ns) {
+  if (now_ns < closed_until_ns_.load(std::memory_order_relaxed)) {
+    return;  // another thread closed it already
+  }
   const int level =
       since_reopening(now_ns, kMemoryNs)
           ? std::min(level_.load(std::memory_order_relaxed) + 1, kMaxLevel)

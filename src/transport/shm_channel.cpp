@@ -33,16 +33,6 @@ constexpr uint64_t kMoveEverySteps = 1024;
 // ranks sat behind its slices (1.4-3.8 ms a call), hence the gate.
 constexpr uint64_t kHomeEverySteps = 64;
 
-// CPU `rank` of `size` goes back to when they outnumber the CPUs (-1: none).
-int home_cpu_of(int rank, int size) {
-  const std::vector<int> cpus = allowed_cpus();
-  if (cpus.size() < 2 || size <= 0) {
-    return -1;
-  }
-  return cpus[static_cast<size_t>(rank) * cpus.size() /
-              static_cast<size_t>(size)];
-}
-
 struct P2pHeader {
   uint64_t magic;
   uint64_t n_bytes;
@@ -86,7 +76,7 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       state_(std::move(state)),
       keepalive_(std::move(keepalive)),
       oversubscribed_(size > host_cpus),
-      home_cpu_(oversubscribed_ ? home_cpu_of(rank, size) : -1),
+      home_cpu_(oversubscribed_ ? share_cpu(rank, size) : -1),
       // Registers this process before any step (shm_sync.h).
       asymmetric_(!oversubscribed_ && asymmetric_fences()) {
   // A failure, revoke or abort wakes this group's sleepers at once (in
