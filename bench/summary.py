@@ -116,7 +116,11 @@ def speedups(row, lo=0, hi=1 << 62, peer=None):
 
 
 def roof(row, b):
-    t = row["jaccl"].get(b)
+    return _roof_at(row, b, row["jaccl"].get(b))
+
+
+def _roof_at(row, b, t):
+    """Roofline time / t for the row's op at b bytes."""
     return roofline.fraction("shm" if row["plane"] == "shm" else "tcp",
                              row.get("roof_op", row["op"]), row["n"], b,
                              row["c"], t, row.get("pattern") or "moe")
@@ -137,14 +141,28 @@ def near(sizes, b):
 
 # ------------------------------------------------------------------ targets
 
-def _every(pairs, need):
+def _every(pairs, need, row=None, peer=None):
+    """Whether every (bytes, speed-up) meets need. With the row and the
+    peer, a short size where need x the peer's fraction of the roofline
+    exceeds 100 % is marked out of reach: no code on this machine could
+    meet it there (the issue asks to show such a target with the
+    roofline rather than assert it). Such sizes still fail the target."""
     short = [(b, x) for b, x in pairs if x < need]
     if not pairs:
         return None, "not measured"
     if not short:
         lo = min(pairs, key=lambda p: p[1])
         return True, f"lowest {lo[1]:.2f}x at {human(lo[0])}"
-    return False, ", ".join(f"{human(b)} {x:.2f}x" for b, x in short[:3]) + (
+
+    def one(b, x):
+        s = f"{human(b)} {x:.2f}x"
+        pt = row["peers"].get(peer, {}).get(b) if row and peer else None
+        pf = _roof_at(row, b, pt) if pt else None
+        if pf is not None and need * pf > 1:
+            s += (f", beyond the roofline: {peer} is at {100 * pf:.0f}% of the "
+                  f"roofline, {need:g}x needs {100 * need * pf:.0f}%")
+        return s
+    return False, "; ".join(one(b, x) for b, x in short[:3]) + (
         f" +{len(short) - 3} sizes" if len(short) > 3 else "")
 
 
@@ -153,16 +171,16 @@ def targets(row):
     op, plane, t = row["op"], row["plane"], []
     mpi = "Open MPI" if plane == "shm" else "Open MPI TCP"
     if op in ("all_to_all", "all_to_allv"):
-        ok, d = _every(speedups(row, KIB, 16 * MIB, mpi), 1.0)
+        ok, d = _every(speedups(row, KIB, 16 * MIB, mpi), 1.0, row, mpi)
         t.append(("≥ MPI", ok, d))
     if op == "all_sum" and plane == "shm":
-        ok, d = _every(speedups(row, 64 * KIB, 64 * MIB, mpi), 1.5)
+        ok, d = _every(speedups(row, 64 * KIB, 64 * MIB, mpi), 1.5, row, mpi)
         t.append(("≥ 1.5x MPI", ok, d))
     if op == "all_sum" and plane == "TCP":
-        ok, d = _every(speedups(row, 64 * KIB, 1 << 62, mpi), 1.0)
+        ok, d = _every(speedups(row, 64 * KIB, 1 << 62, mpi), 1.0, row, mpi)
         t.append(("≥ MPI (12)", ok, d))
     if op == "all_gather" and plane == "shm":
-        ok, d = _every(speedups(row, 64 * KIB, 64 * MIB, mpi), 1.5)
+        ok, d = _every(speedups(row, 64 * KIB, 64 * MIB, mpi), 1.5, row, mpi)
         t.append(("≥ 1.5x MPI (16)", ok, d))
     if plane == "shm" and not op.startswith("torch"):
         fr = roofs(row, 256 * KIB)
