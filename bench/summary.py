@@ -224,7 +224,9 @@ LEGEND = (
     "5 µs** at 2 ranks (steady loop); standing targets of earlier issues: "
     "**≥ MPI (12)** TCP all_sum at least Open MPI TCP from 64 KiB, "
     "**≥ 1.5x MPI (16)** shm all_gather 1.5x Open MPI 64 KiB-64 MiB. A "
-    "failed target lists its worst sizes. A fraction of the roofline above "
+    "failed target lists its worst sizes; where meeting a ratio would "
+    "take jaccl past the roofline (the peer's fraction of it x the ratio "
+    "over 100 %), the size says how far. A fraction of the roofline above "
     "100 % means jaccl beat a ceiling measured in the same run (each "
     "ceiling is itself a measurement: iperf3, for one, moves 1 MiB "
     "writes through one connection).")
