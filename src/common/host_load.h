@@ -44,11 +44,13 @@ class YieldGate {
   // millisecond or more went to a task that does not yield back (a
   // rank's own compute thread, unseen by the count while co-ranks sleep);
   // two within 100 ms, or one within 200 ms of a reopening, close the
-  // gate.
+  // gate. In the first 300 ms after the gate's first use (ranks still
+  // setting up) none closes it. Any long yield unsettles it for 100 ms.
   void yielded(long long now_ns, long long took_ns);
 
-  // Whether the gate allows and has read no more runnable tasks than
-  // `ranks` for at least 10 ms: for moving a rank to another CPU, which
+  // Whether the gate allows, has read no more runnable tasks than
+  // `ranks` for at least 10 ms and saw no long yield in the last 100 ms:
+  // for moving a rank to another CPU, which
   // beside a task that does not yield puts it behind that task's slices
   // (a move made before two readings could close the gate cost a 4-rank
   // shm job 45x at 8 B beside a compute thread).
@@ -66,6 +68,9 @@ class YieldGate {
   std::atomic<long long> next_check_ns_{0};
   std::atomic<long long> closed_until_ns_{0};
   std::atomic<long long> long_yield_at_ns_{-1};
+  // The first allows() call (-1: none yet): the start of the grace for
+  // long yields.
+  std::atomic<long long> first_use_ns_{-1};
   // The first reading of the current quiet spell (-1: none yet).
   std::atomic<long long> quiet_since_ns_{-1};
   std::atomic<int> level_{0};

@@ -162,15 +162,48 @@ TEST(HostLoad, SettledAfterTenQuietMillisecondsAndNotAfterAStrike) {
   EXPECT_FALSE(s.gate.settled(t += kMs, 4));
   EXPECT_FALSE(s.gate.settled(t + 9 * kMs, 4));
   EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
-  // Closed by long yields: neither open nor settled, and ten quiet
-  // milliseconds after it reopens before it settles again.
-  t += 20 * kMs;
+  // Closed by long yields (past the start's grace): neither open nor
+  // settled, and not settled again until 100 ms after the last long
+  // yield, quiet readings or not.
+  t += 400 * kMs;
   s.gate.yielded(t, 2 * kMs);
   s.gate.yielded(t += kMs, 2 * kMs);
   EXPECT_FALSE(s.gate.settled(t, 4));
-  t += 50 * kMs;
+  EXPECT_FALSE(s.gate.settled(t + 50 * kMs, 4));  // reopened
+  EXPECT_TRUE(s.gate.allows(t + 50 * kMs, 4));
+  EXPECT_FALSE(s.gate.settled(t + 99 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 100 * kMs, 4));
+}
+
+TEST(HostLoad, LongYieldsInTheFirst300MsOnlyUnsettle) {
+  Scripted s;
+  s.running = 4;
+  long long t = 5 * kMs;
+  EXPECT_TRUE(s.gate.allows(t, 4));  // the gate's first use
+  EXPECT_TRUE(s.gate.settled(t += 10 * kMs, 4));
+  // Co-ranks still setting up (or a compute thread): long yields keep
+  // the gate open but stop the moves until 100 ms after the last.
+  s.gate.yielded(t += kMs, 3 * kMs);
+  s.gate.yielded(t += kMs, 3 * kMs);
+  s.gate.yielded(t += kMs, 3 * kMs);
+  EXPECT_TRUE(s.gate.allows(t, 4));
   EXPECT_FALSE(s.gate.settled(t, 4));
-  EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
+  EXPECT_FALSE(s.gate.settled(t + 99 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 100 * kMs, 4));
+  // The count still closes it during the grace.
+  t += 120 * kMs;
+  s.running = 6;
+  EXPECT_TRUE(s.gate.allows(t, 4));
+  EXPECT_FALSE(s.gate.allows(t += kMs, 4));
+  s.running = 4;
+  // Past the grace (and the 200 ms after that close's reopening), two
+  // long yields close it.
+  t = 500 * kMs;
+  EXPECT_TRUE(s.gate.allows(t, 4));
+  s.gate.yielded(t += kMs, 3 * kMs);
+  EXPECT_TRUE(s.gate.allows(t, 4));
+  s.gate.yielded(t += kMs, 3 * kMs);
+  EXPECT_FALSE(s.gate.allows(t, 4));
 }
 
 TEST(HostLoad, UnknownCountClosesForGood) {
