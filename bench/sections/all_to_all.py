@@ -26,13 +26,13 @@ OPS = [("all_to_all", None), ("all_to_allv", "moe"),
 
 
 def _groups(quick):
-    # (min, max, factor, warmup, iters). The large groups warm up with 10
-    # calls (jaccl's shm tuner runs two untimed calls and then measures
-    # eight per size class: staged three ways, and direct).
+    # (min, max, factor, warmup, iters). The large groups warm up with 20
+    # calls (jaccl's shm tuner runs two untimed calls and then two rounds
+    # of eight per size class: staged three ways, and direct).
     if quick:
         return [("4K", "4K", 4, 20, 200), ("1M", "1M", 4, 10, 20)]
-    return [("1K", "16K", 4, 50, 500), ("64K", "1M", 4, 10, 100),
-            ("4M", "16M", 4, 10, 20)]
+    return [("1K", "16K", 4, 50, 500), ("64K", "1M", 4, 20, 100),
+            ("4M", "16M", 4, 20, 20)]
 
 
 def _cmd(exe, lib, n, op, pattern, g, tmpdir):

@@ -22,10 +22,16 @@
 // does one VM from minute to minute (its two vCPUs on one core complex or
 // on two: a cache-line handoff seven times dearer; BENCHMARKS.md). So, unless a
 // strategy is forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
-// power-of-two size class, 2k calls for the k ways the op may take (six,
-// or eight with direct: the guess, direct, then the others) after two
-// untimed warm calls (the guess, then direct where it is a way): each way
-// twice in a row, and only the second call timed. A call's cost depends on
+// power-of-two size class, kRounds rounds of 2k calls for the k ways the op
+// may take (six, or eight with direct: the guess, direct, then the others)
+// after two untimed warm calls (the guess, then direct where it is a way):
+// in each round each way twice in a row, and only the second call timed; a
+// way's figure is its fastest round. One timed call was too few: with 4
+// ranks on 2 CPUs a rank descheduled for a slice inflates the slowest
+// rank's time, and the cached way's single trial read 0.29-0.94 ns a byte
+// in runs where it then ran at 0.25, so the tuner kept a way 1.3-1.6x
+// slower. Rounds are interleaved so that a machine whose state drifts
+// during the trials drifts for every way alike. A call's cost depends on
 // the way the call before it took (which of the slots' lines this core and
 // its peers still hold, and in what state): timed right after a streaming
 // call, the cached way looked 4x faster than it then ran call after call
@@ -34,7 +40,12 @@
 // publishes each timed trial at the next sync step, and from then on every rank
 // uses the way with the lowest time per byte (the slowest rank's time). Calls
 // after the trials are not timed: one call on unusual caches (buffers the
-// caller has just rewritten) must not overturn the choice. The decision is a
+// caller has just rewritten) must not overturn the choice. But the machine
+// may change under a long job (this VM's vCPUs move between core complexes
+// within minutes, and which way wins moves with them), so every
+// kRetrialCalls calls of a class, or as many as move kRetrialBytes if that
+// is more, the class measures again from fresh figures: at most a percent
+// of its calls go to ways slower than the choice. The decision is a
 // pure function of values every rank reads from the same shared step, so every
 // rank of the host makes the same choice; results do not depend on it (the
 // reduction order is fixed), only speed.
@@ -133,14 +144,22 @@ class ShmTuner {
     if (forced_ != ShmStrategy::Auto) {
       return shm_way(forced_);
     }
-    Class& c = table_[kind][class_of(bytes)];
+    const size_t cls = class_of(bytes);
+    Class& c = table_[kind][cls];
     if (c.calls == 0)
       c.ways = ways;
     const Pick p = pick_at(c, guess);
-    if (p.decided)
-      c.calls = kWarmCalls + static_cast<uint32_t>(2 * c.ways);  // no wrap
-    else
+    if (p.decided) {
+      c.calls = kWarmCalls + trials_of(c);  // no wrap
+      if (++c.since >= retrial_calls(cls)) {
+        // The next call starts the trials again (past the warm calls).
+        c.since = 0;
+        c.calls = kWarmCalls;
+        c.samples = {};
+      }
+    } else {
       ++c.calls;
+    }
     timing_ = p.timed;
     if (timing_)
       cur_ = Record{kind, class_of(bytes), p.pick, bytes};
@@ -191,12 +210,12 @@ class ShmTuner {
     const double per_byte =
         static_cast<double>(slowest_ns) / static_cast<double>(done_.bytes | 1);
     const auto w = static_cast<size_t>(done_.pick);
-    c.best[w] = per_byte;
+    c.best[w] = c.samples[w] == 0 ? per_byte : std::min(c.best[w], per_byte);
     ++c.samples[w];
     uint32_t taken = 0;
     for (int w = 0; w < c.ways; ++w)
       taken += c.samples[static_cast<size_t>(w)];
-    if (taken == static_cast<uint32_t>(c.ways))
+    if (taken == trials_of(c) / 2)
       decided_ = done_;  // the last trial's time: the class has chosen
     else
       decided_.kind = -1;
@@ -224,10 +243,10 @@ class ShmTuner {
     if (forced_ != ShmStrategy::Auto)
       return forced_;
     const Class& c = table_[kind][class_of(bytes)];
-    if (c.calls < kWarmCalls + static_cast<uint32_t>(2 * c.ways))
+    if (c.calls < kWarmCalls + trials_of(c))
       return ShmStrategy::Auto;
     for (int w = 0; w < c.ways; ++w) {
-      if (c.samples[w] == 0)
+      if (c.samples[w] < kRounds)
         return ShmStrategy::Auto;
     }
     return static_cast<ShmStrategy>(best_of(c, 0) + 1);
@@ -235,6 +254,13 @@ class ShmTuner {
 
   // Calls of each size class that run the guess untimed before the trials.
   static constexpr uint32_t kWarmCalls = 2;
+  // Rounds of trials (each way's figure is its fastest).
+  static constexpr uint32_t kRounds = 2;
+  // Measured again after this many calls of a class past its decision, or
+  // after as many as move kRetrialBytes if that is more: the trials' calls
+  // of the slower ways, 2 (k - 1) kRounds of them, stay under a percent.
+  static constexpr uint32_t kRetrialCalls = 1024;
+  static constexpr size_t kRetrialBytes = size_t(4) << 30;
 
   static size_t class_of(size_t bytes) {
     size_t k = 0;
@@ -247,10 +273,20 @@ class ShmTuner {
   static constexpr size_t kClasses = 48;
   struct Class {
     uint32_t calls = 0;
+    uint32_t since = 0;                        // calls since the decision
     int ways = kStoreWays;                     // fixed by the first call
-    std::array<uint32_t, kShmWays> samples{};  // timed trials: 0 or 1
-    std::array<double, kShmWays> best{};       // the trial's ns per byte
+    std::array<uint32_t, kShmWays> samples{};  // timed trials so far
+    std::array<double, kShmWays> best{};       // the fastest, ns per byte
   };
+  static uint32_t trials_of(const Class& c) {
+    return 2 * kRounds * static_cast<uint32_t>(c.ways);
+  }
+  // Class cls holds sizes from 2^cls bytes.
+  static uint32_t retrial_calls(size_t cls) {
+    const size_t by_bytes = kRetrialBytes >> std::min<size_t>(cls, 62);
+    return static_cast<uint32_t>(
+        std::clamp<size_t>(by_bytes, kRetrialCalls, size_t(1) << 20));
+  }
   struct Pick {
     ShmWay way;
     int pick = 0;          // the way's index (strategy - 1)
@@ -273,7 +309,7 @@ class ShmTuner {
       if (w != order[0] && !(direct && w == kDirect))
         order[k++] = w;
     }
-    const auto trials = static_cast<uint32_t>(2 * nw);
+    const uint32_t trials = trials_of(c);
     const uint32_t call = c.calls;
     Pick p;
     if (call < kWarmCalls) {
@@ -297,9 +333,10 @@ class ShmTuner {
       return p;
     }
     // The first call of a pair leaves the caches as this way leaves them
-    // (untimed); the second is timed.
-    p.pick = order[idx / 2];
-    p.timed = idx % 2 == 1;
+    // (untimed); the second is timed. Each round tries every way once.
+    const uint32_t in_round = idx % (2 * static_cast<uint32_t>(nw));
+    p.pick = order[in_round / 2];
+    p.timed = in_round % 2 == 1;
     p.way = shm_way(static_cast<ShmStrategy>(p.pick + 1));
     return p;
   }

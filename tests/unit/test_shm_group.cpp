@@ -394,6 +394,11 @@ TEST(ShmGroup, VeryLargeAllSumAndAllGather) {
 // JACCL_SHM_STRATEGY does, gives every rank the same bits as the others
 // (auto: while it measures and after it has chosen, across size classes of
 // every large path); and every rank ends with the same choice.
+// Calls of one size class that take auto past its warm calls and every
+// trial (four ways), and one more.
+constexpr int kPastTheTrials =
+    static_cast<int>(ShmTuner::kWarmCalls + 8 * ShmTuner::kRounds + 1);
+
 TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
   const int size = 3;
   const std::vector<size_t> counts = {(size_t(40) << 10) / 4 + 3,
@@ -419,7 +424,7 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
             // twice. Each call's outputs must equal the first call's (auto
             // switches ways between them); the first is hashed (8-byte
             // words: TSan makes a byte loop the test's whole cost).
-            const int calls = st == 0 ? 11 : 2;
+            const int calls = st == 0 ? kPastTheTrials : 2;
             std::vector<float> out0, all0, b0;
             for (int call = 0; call < calls; ++call) {
               g.all_sum(in.data(), out.data(), count * 4, Float32);
@@ -503,7 +508,7 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
               };
               const VPlan v = v_plan(me, size, sends, byte_of);
               std::vector<uint8_t> vout(v.want.size());
-              const int calls = st == 0 ? 11 : 2;
+              const int calls = st == 0 ? kPastTheTrials : 2;
               for (int call = 0; call < calls; ++call) {
                 std::fill(out.begin(), out.end(), uint8_t(0xee));
                 g.all_to_all(in.data(), out.data(), block);
@@ -601,6 +606,7 @@ TEST(ShmTuner, EachWayIsTimedAfterACallOfItsOwn) {
   using S = ShmStrategy;
   const size_t n = 1 << 20;
   const int warm = static_cast<int>(ShmTuner::kWarmCalls);
+  const int rounds = static_cast<int>(ShmTuner::kRounds);
   auto way_of = [](ShmWay w) {
     return !w.stream_stage ? S::Cached
            : w.stream_out  ? S::Stream
@@ -611,7 +617,7 @@ TEST(ShmTuner, EachWayIsTimedAfterACallOfItsOwn) {
   auto decide = [&](auto cost) {
     ShmTuner t;
     S before = S::Stream;  // the guess: the warm calls' way
-    for (int call = 0; call < warm + 6; ++call) {
+    for (int call = 0; call < warm + 6 * rounds; ++call) {
       const S way = way_of(t.begin(ShmTuner::kReduce, n, S::Stream));
       t.finish(1);
       const bool timed = t.take_report() != 0;
@@ -646,9 +652,9 @@ TEST(ShmTuner, EachWayIsTimedAfterACallOfItsOwn) {
             S::Cached);
 }
 
-// The measuring itself: each way twice in a row from the guess (the second
-// call timed), then the lowest time per byte, the same sequence on every
-// rank that absorbs the same reports.
+// The measuring itself: rounds in which each way runs twice in a row from
+// the guess (the second call timed), then the lowest time per byte, the
+// same sequence on every rank that absorbs the same reports.
 TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   ShmTuner t;
   const size_t n = 3 << 20;
@@ -663,23 +669,27 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
                            : ShmStrategy::StreamStage;
   };
   const int warm = static_cast<int>(ShmTuner::kWarmCalls);
-  for (int call = 0; call < warm + 9; ++call) {
+  const int rounds = static_cast<int>(ShmTuner::kRounds);
+  for (int call = 0; call < warm + 6 * rounds + 3; ++call) {
     ShmWay w = t.begin(ShmTuner::kReduce, n, ShmStrategy::Stream);
     trials.push_back(name(w));
     t.finish(0);
     uint64_t report = t.take_report();
-    EXPECT_EQ(report != 0,
-              call >= warm && call < warm + 6 && (call - warm) % 2 == 1)
+    EXPECT_EQ(report != 0, call >= warm && call < warm + 6 * rounds &&
+                               (call - warm) % 2 == 1)
         << "only the second call of each way's trials is timed";
     t.absorb(cost(w));
-    if (call < warm + 5)
+    if (call < warm + 6 * rounds - 1)
       EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::Auto) << call;
   }
   using S = ShmStrategy;
-  EXPECT_EQ(trials, (std::vector<S>{S::Stream, S::Stream, S::Stream, S::Stream,
-                                    S::Cached, S::Cached, S::StreamStage,
-                                    S::StreamStage, S::StreamStage,
-                                    S::StreamStage, S::StreamStage}));
+  std::vector<S> want{S::Stream, S::Stream};
+  for (int r = 0; r < rounds; ++r) {
+    want.insert(want.end(), {S::Stream, S::Stream, S::Cached, S::Cached,
+                             S::StreamStage, S::StreamStage});
+  }
+  want.insert(want.end(), 3, S::StreamStage);
+  EXPECT_EQ(trials, want);
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), ShmStrategy::StreamStage);
   // Another size class and kind are measured apart, from their guess.
   EXPECT_EQ(t.chosen(ShmTuner::kReduce, n * 4), ShmStrategy::Auto);
@@ -687,21 +697,25 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   // all_gather with the direct way: eight trials, direct among them.
   ShmTuner g;
   std::vector<ShmStrategy> gtrials;
-  for (int call = 0; call < warm + 9; ++call) {
+  for (int call = 0; call < warm + 8 * rounds + 1; ++call) {
     ShmWay w = g.begin(ShmTuner::kGather, n, ShmStrategy::Cached, kShmWays);
     gtrials.push_back(w.direct ? S::Direct : name(w));
     g.finish(0);
     g.take_report();
     g.absorb(w.direct ? n / 2 : cost(w));
-    if (call < warm + 7)
+    if (call < warm + 8 * rounds - 1)
       EXPECT_EQ(g.chosen(ShmTuner::kGather, n), ShmStrategy::Auto) << call;
   }
   // The last warm call runs direct (its first calls cost more than the
   // staged ways'), and direct is tried right after the guess.
-  EXPECT_EQ(gtrials,
-            (std::vector<S>{S::Cached, S::Direct, S::Cached, S::Cached,
-                            S::Direct, S::Direct, S::StreamStage,
-                            S::StreamStage, S::Stream, S::Stream, S::Direct}));
+  std::vector<S> gwant{S::Cached, S::Direct};
+  for (int r = 0; r < rounds; ++r) {
+    gwant.insert(gwant.end(),
+                 {S::Cached, S::Cached, S::Direct, S::Direct, S::StreamStage,
+                  S::StreamStage, S::Stream, S::Stream});
+  }
+  gwant.push_back(S::Direct);
+  EXPECT_EQ(gtrials, gwant);
   EXPECT_EQ(g.chosen(ShmTuner::kGather, n), ShmStrategy::Direct);
   // Forced strategies never measure.
   ShmTuner forced(ShmStrategy::Cached);
@@ -720,6 +734,52 @@ TEST(ShmTuner, TriesEveryWayThenKeepsTheFastest) {
   EXPECT_FALSE(shm_way(ShmStrategy::Direct).stream_stage);
   EXPECT_FALSE(parse_shm_strategy("streams", &s));
   EXPECT_FALSE(parse_shm_strategy("", &s));
+}
+
+// A way's figure is its fastest round (a rank descheduled in one timed call
+// must not lose it the choice), and a class measures again from fresh
+// figures after its re-trial interval, so a machine that changed under a
+// long job gets the way that now wins.
+TEST(ShmTuner, FastestRoundCountsAndTheClassMeasuresAgain) {
+  using S = ShmStrategy;
+  ShmTuner t;
+  const size_t n = 1 << 20;
+  auto name = [](ShmWay w) {
+    return !w.stream_stage ? S::Cached
+           : w.stream_out  ? S::Stream
+                           : S::StreamStage;
+  };
+  // cost(way, timed): ns per byte.
+  auto run = [&](int calls, auto cost) {
+    S last{};
+    for (int call = 0; call < calls; ++call) {
+      const ShmWay w = t.begin(ShmTuner::kReduce, n, S::Cached);
+      last = name(w);
+      t.finish(1);
+      const bool timed = t.take_report() != 0;
+      t.absorb(
+          static_cast<uint64_t>(cost(last, timed) * static_cast<double>(n)));
+    }
+    return last;
+  };
+  int cached_timed = 0;
+  auto spiky = [&](S w, bool timed) {
+    if (w == S::Cached)  // cached's first timed call spikes
+      return timed && ++cached_timed == 1 ? 4.0 : 0.3;
+    return w == S::Stream ? 0.5 : 0.4;
+  };
+  const int first = static_cast<int>(ShmTuner::kWarmCalls) +
+                    6 * static_cast<int>(ShmTuner::kRounds);
+  run(first + 1, spiky);
+  EXPECT_EQ(cached_timed, static_cast<int>(ShmTuner::kRounds));
+  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), S::Cached);
+  // The machine changes: cached is now the slowest. Until the interval is
+  // up the choice stands; then every way is measured again.
+  auto changed = [](S w, bool) { return w == S::Cached ? 2.0 : 0.4; };
+  run(1000, changed);
+  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), S::Cached);
+  run(4096 + first, changed);
+  EXPECT_EQ(t.chosen(ShmTuner::kReduce, n), S::StreamStage);
 }
 
 TEST(ShmCopy, CachedCopyMatchesMemcpyAtAnyAlignment) {
