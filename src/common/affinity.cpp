@@ -71,10 +71,13 @@ int cpus_in_union(std::span<const CpuMask> masks) {
 
 namespace {
 
-// Narrows the calling thread's mask to `to` (the kernel migrates it at
-// once) and sets `mask` back.
+// Narrows the calling thread's mask to `to` (the kernel migrates it before
+// the call returns) and sets `mask` back; true if the thread ran on a CPU
+// of `to` in between (once the mask is back the scheduler may move it
+// anywhere, so no later look could tell).
 bool move_within(const std::vector<int>& mask, const std::vector<int>& to) {
-  const bool moved = set_allowed_cpus(to);
+  const bool moved = set_allowed_cpus(to) &&
+                     std::binary_search(to.begin(), to.end(), ::sched_getcpu());
   // Always restore what the thread had, even if the first call failed
   // half-way: the caller's mask is not ours to change.
   set_allowed_cpus(mask);

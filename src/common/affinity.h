@@ -45,8 +45,9 @@ bool set_allowed_cpus(const std::vector<int>& cpus);
 
 // Moves the calling thread off the CPU it runs on, to another CPU of its
 // affinity mask, and leaves that mask as it was (set without this CPU, the
-// kernel migrates the thread at once; set back, nothing moves it back).
-// False if the mask allows no other CPU or the system refuses.
+// kernel migrates the thread at once; set back, only the scheduler's own
+// balancing moves it again). False if the mask allows no other CPU, the
+// system refuses, or the thread was not seen on another CPU.
 bool move_off_this_cpu();
 
 // Moves the calling thread to `cpu` (one of its mask's) the same way,
