@@ -70,7 +70,7 @@ def _floors(ctx, n, bdir, quick, reps):
     launch = [exe["run"], "-n", str(n), "--no-prefix", "--bind-to", "none"]
     cpp = []
     for lo, hi, f, w, it in ([("8", "256K", 8, 100, 200 if quick else 2000),
-                              ("1M", "4M" if quick else "64M", 4, 10,
+                              ("1M", "4M" if quick else "64M", 4, 20,
                                5 if quick else 20)]):
         out, _, _ = runner(compare.RT + launch + [
             "--env", "JACCL_TRANSPORT=shm", "--", exe["bench"], "-q", "-i",
