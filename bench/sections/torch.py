@@ -122,6 +122,8 @@ def run(ctx):
         after = _floors(ctx, n, bdir, ctx["quick"], reps)
         res["floors"][str(n)] = [before, after]
     res["load_after"] = compare.loadavg()
+    res["date"] = compare.now()
+    res["commit"] = compare.commit()
     res["quick"] = ctx["quick"]
     res["reps"] = reps
     return res
