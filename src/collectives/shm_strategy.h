@@ -28,10 +28,10 @@
 // in each round each way twice in a row, and only the second call timed; a
 // way's figure is its fastest round. One timed call was too few: with 4
 // ranks on 2 CPUs a rank descheduled for a slice inflates the slowest
-// rank's time, and the cached way's single trial read 0.29-0.94 ns a byte
-// in runs where it then ran at 0.25, so the tuner kept a way 1.3-1.6x
-// slower. Rounds are interleaved so that a machine whose state drifts
-// during the trials drifts for every way alike. A call's cost depends on
+// rank's time, and the tuner kept a way 1.3-1.6x slower in about half the
+// runs (BENCHMARKS.md, History, "2026-12-05 midday"). Rounds are
+// interleaved so that a machine whose state drifts during the trials
+// drifts for every way alike. A call's cost depends on
 // the way the call before it took (which of the slots' lines this core and
 // its peers still hold, and in what state): timed right after a streaming
 // call, the cached way looked 4x faster than it then ran call after call

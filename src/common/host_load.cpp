@@ -34,15 +34,14 @@ constexpr long long kMemoryNs = 1000 * kMs;
 constexpr long long kLongYieldNs = 1 * kMs;
 constexpr long long kLongYieldWindowNs = 100 * kMs;
 constexpr long long kSettleNs = 10 * kMs;
-// A job's ranks finish setting up at different times (fresh buffers'
-// page faults, connections, the first checks), and a rank that yields to
-// a co-rank still doing so waits out the co-rank's slice: 4 TCP ranks on
-// 2 CPUs took two long yields each in their first milliseconds, and the
-// gate closed, in every run. For this long after the gate's first use a
-// long yield does not close it (the count of runnable tasks still does);
-// like any long yield, it stops the moves to a home CPU for 100 ms
-// (settled()), since it may as well be a compute thread's. A 4-rank TCP
-// all_to_all of 1 MiB, 100 calls after 10 warm ones: 625-668 -> 424 us.
+// A job's ranks finish setting up at different times (page faults on fresh
+// buffers, connections, first checks), and a rank that yields to a co-rank
+// still doing so waits out its slice: every 4-rank TCP job closed the gate
+// that way in its first milliseconds and slept through its first 50-150
+// ms. For this long after the gate's first use a long yield does not close
+// it (the count still does); like any long yield it stops the moves to a
+// home CPU for 100 ms (settled()), as it may be a compute thread's.
+// BENCHMARKS.md, History, "2026-12-05 midday".
 constexpr long long kStartGraceNs = 300 * kMs;
 
 // Opened, read and closed each time (a few microseconds, at most once a
@@ -80,9 +79,11 @@ YieldGate::YieldGate(std::function<int()> runnable)
     : runnable_(std::move(runnable)) {}
 
 bool YieldGate::allows(long long now_ns, int ranks) {
-  long long unused = -1;
-  first_use_ns_.compare_exchange_strong(unused, now_ns,
-                                        std::memory_order_relaxed);
+  if (first_use_ns_.load(std::memory_order_relaxed) < 0) {
+    long long unused = -1;  // a plain load first: no locked RMW per call
+    first_use_ns_.compare_exchange_strong(unused, now_ns,
+                                          std::memory_order_relaxed);
+  }
   if (now_ns < closed_until_ns_.load(std::memory_order_relaxed)) {
     return false;
   }

@@ -48,12 +48,12 @@ class YieldGate {
   // setting up) none closes it. Any long yield unsettles it for 100 ms.
   void yielded(long long now_ns, long long took_ns);
 
-  // Whether the gate allows, has read no more runnable tasks than
-  // `ranks` for at least 10 ms and saw no long yield in the last 100 ms:
-  // for moving a rank to another CPU, which
-  // beside a task that does not yield puts it behind that task's slices
-  // (a move made before two readings could close the gate cost a 4-rank
-  // shm job 45x at 8 B beside a compute thread).
+  // Whether the gate allows, has read no more runnable tasks than `ranks`
+  // for at least 10 ms and saw no long yield in the last 100 ms: for
+  // moving a rank to another CPU, which beside a task that does not yield
+  // puts it behind that task's slices (a move made before two readings
+  // could close the gate cost a 4-rank shm job 45x at 8 B beside a
+  // compute thread).
   bool settled(long long now_ns, int ranks);
 
   // The process's gate, over /proc/loadavg.
