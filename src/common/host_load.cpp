@@ -34,13 +34,20 @@ constexpr long long kMemoryNs = 1000 * kMs;
 constexpr long long kLongYieldNs = 1 * kMs;
 constexpr long long kLongYieldWindowNs = 100 * kMs;
 constexpr long long kSettleNs = 10 * kMs;
+// After a long yield, no moves to a home CPU for this long: a compute
+// thread beside the ranks makes long yields many times within it, so a
+// move lands beside it no more often than with 100 ms (4 shm ranks and a
+// compute thread, 10 runs each), while ranks that finished setting up
+// move home 70 ms sooner (4-rank TCP all_to_all at 64 KiB in a job's
+// first 100 ms: 0.73x the time).
+constexpr long long kUnsettleNs = 30 * kMs;
 // A job's ranks finish setting up at different times (page faults on fresh
 // buffers, connections, first checks), and a rank that yields to a co-rank
 // still doing so waits out its slice: every 4-rank TCP job closed the gate
 // that way in its first milliseconds and slept through its first 50-150
 // ms. For this long after the gate's first use a long yield does not close
 // it (the count still does); like any long yield it stops the moves to a
-// home CPU for 100 ms (settled()), as it may be a compute thread's.
+// home CPU for a while (settled()), as it may be a compute thread's.
 // BENCHMARKS.md, History, "2026-12-05 midday".
 constexpr long long kStartGraceNs = 300 * kMs;
 
@@ -132,7 +139,7 @@ bool YieldGate::settled(long long now_ns, int ranks) {
     return false;
   }
   const long long lya = long_yield_at_ns_.load(std::memory_order_relaxed);
-  if (lya >= 0 && now_ns - lya < kLongYieldWindowNs) {
+  if (lya >= 0 && now_ns - lya < kUnsettleNs) {
     return false;
   }
   const long long since = quiet_since_ns_.load(std::memory_order_relaxed);

@@ -45,11 +45,11 @@ class YieldGate {
   // rank's own compute thread, unseen by the count while co-ranks sleep);
   // two within 100 ms, or one within 200 ms of a reopening, close the
   // gate. In the first 300 ms after the gate's first use (ranks still
-  // setting up) none closes it. Any long yield unsettles it for 100 ms.
+  // setting up) none closes it. Any long yield unsettles it for 30 ms.
   void yielded(long long now_ns, long long took_ns);
 
   // Whether the gate allows, has read no more runnable tasks than `ranks`
-  // for at least 10 ms and saw no long yield in the last 100 ms: for
+  // for at least 10 ms and saw no long yield in the last 30 ms: for
   // moving a rank to another CPU, which beside a task that does not yield
   // puts it behind that task's slices (a move made before two readings
   // could close the gate cost a 4-rank shm job 45x at 8 B beside a

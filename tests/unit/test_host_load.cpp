@@ -163,16 +163,25 @@ TEST(HostLoad, SettledAfterTenQuietMillisecondsAndNotAfterAStrike) {
   EXPECT_FALSE(s.gate.settled(t + 9 * kMs, 4));
   EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
   // Closed by long yields (past the start's grace): neither open nor
-  // settled, and not settled again until 100 ms after the last long
-  // yield, quiet readings or not.
+  // settled, and ten quiet milliseconds after it reopens before it
+  // settles again.
   t += 400 * kMs;
   s.gate.yielded(t, 2 * kMs);
   s.gate.yielded(t += kMs, 2 * kMs);
   EXPECT_FALSE(s.gate.settled(t, 4));
+  EXPECT_FALSE(s.gate.settled(t + 49 * kMs, 4));
   EXPECT_FALSE(s.gate.settled(t + 50 * kMs, 4));  // reopened
   EXPECT_TRUE(s.gate.allows(t + 50 * kMs, 4));
-  EXPECT_FALSE(s.gate.settled(t + 99 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 100 * kMs, 4));
+  EXPECT_FALSE(s.gate.settled(t + 59 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 60 * kMs, 4));
+  // A long yield that does not close it (the first of a pair) stops the
+  // moves for 30 ms all the same.
+  t += 300 * kMs;
+  EXPECT_TRUE(s.gate.settled(t, 4));
+  s.gate.yielded(t, 2 * kMs);
+  EXPECT_TRUE(s.gate.allows(t, 4));
+  EXPECT_FALSE(s.gate.settled(t + 29 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 30 * kMs, 4));
 }
 
 TEST(HostLoad, LongYieldsInTheFirst300MsOnlyUnsettle) {
@@ -182,14 +191,14 @@ TEST(HostLoad, LongYieldsInTheFirst300MsOnlyUnsettle) {
   EXPECT_TRUE(s.gate.allows(t, 4));  // the gate's first use
   EXPECT_TRUE(s.gate.settled(t += 10 * kMs, 4));
   // Co-ranks still setting up (or a compute thread): long yields keep
-  // the gate open but stop the moves until 100 ms after the last.
+  // the gate open but stop the moves until 30 ms after the last.
   s.gate.yielded(t += kMs, 3 * kMs);
   s.gate.yielded(t += kMs, 3 * kMs);
   s.gate.yielded(t += kMs, 3 * kMs);
   EXPECT_TRUE(s.gate.allows(t, 4));
   EXPECT_FALSE(s.gate.settled(t, 4));
-  EXPECT_FALSE(s.gate.settled(t + 99 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 100 * kMs, 4));
+  EXPECT_FALSE(s.gate.settled(t + 29 * kMs, 4));
+  EXPECT_TRUE(s.gate.settled(t + 30 * kMs, 4));
   // The count still closes it during the grace.
   t += 120 * kMs;
   s.running = 6;
