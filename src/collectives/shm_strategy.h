@@ -162,7 +162,7 @@ class ShmTuner {
     }
     timing_ = p.timed;
     if (timing_)
-      cur_ = Record{kind, class_of(bytes), p.pick, bytes};
+      cur_ = Record{kind, cls, p.pick, bytes};
     return p.way;
   }
 

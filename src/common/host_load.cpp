@@ -1,12 +1,15 @@
 // Copyright 2026 the jaccl authors.
 #include "common/host_load.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <charconv>
 #include <climits>
 #include <string>
 #include <utility>
 
+#include "common/affinity.h"
 #include "common/read_file.h"
 
 namespace jaccl::detail {
@@ -164,6 +167,11 @@ void YieldGate::close(long long now_ns) {
   quiet_since_ns_.store(-1, std::memory_order_relaxed);
   closed_until_ns_.store(now_ns + (kFirstBackOffNs << level),
                          std::memory_order_relaxed);
+}
+
+bool move_home(int home_cpu, int ranks, long long now_ns) {
+  return ::sched_getcpu() != home_cpu &&
+         YieldGate::host().settled(now_ns, ranks) && move_to_cpu(home_cpu);
 }
 
 YieldGate& YieldGate::host() {

@@ -77,4 +77,9 @@ class YieldGate {
   std::atomic<int> strikes_{0};
 };
 
+// Moves the calling thread back to `home_cpu` (move_to_cpu) if it runs
+// elsewhere and the host's gate has settled for a job of `ranks` here;
+// true if it moved. Oversubscribed ranks that yield call it now and then.
+bool move_home(int home_cpu, int ranks, long long now_ns);
+
 }  // namespace jaccl::detail

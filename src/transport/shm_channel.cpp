@@ -116,9 +116,7 @@ WaitMode ShmChannel::wait_mode(int peer) {
   if (oversubscribed_) {
     if (home_cpu_ >= 0 && step_ >= next_home_step_) {
       next_home_step_ = step_ + kHomeEverySteps;
-      if (::sched_getcpu() != home_cpu_ &&
-          YieldGate::host().settled(static_cast<long long>(now_ns()), size_) &&
-          move_to_cpu(home_cpu_)) {
+      if (move_home(home_cpu_, size_, static_cast<long long>(now_ns()))) {
         ++cpu_moves_;
         note_cpu();
       }

@@ -8,7 +8,6 @@
 #include <ctime>
 #include <string>
 
-#include "common/affinity.h"
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/host_load.h"
@@ -138,10 +137,7 @@ void WaitSet::yield_now(const YieldPlan& yp) {
   // time).
   if (yp.home_cpu >= 0 && now_ns_ >= next_home_ns_) {
     next_home_ns_ = now_ns_ + kHomeEveryNs;
-    if (::sched_getcpu() != yp.home_cpu &&
-        YieldGate::host().settled(now_ns_, yp.ranks)) {
-      move_to_cpu(yp.home_cpu);
-    }
+    move_home(yp.home_cpu, yp.ranks, now_ns_);
   }
 }
 

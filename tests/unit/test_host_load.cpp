@@ -44,6 +44,12 @@ struct Scripted {
   }};
 };
 
+// Not settled a millisecond before `after` past t, settled at it.
+void expect_settles(Scripted& s, long long t, long long after) {
+  EXPECT_FALSE(s.gate.settled(t + after - kMs, 4)) << after / kMs << " ms";
+  EXPECT_TRUE(s.gate.settled(t + after, 4)) << after / kMs << " ms";
+}
+
 TEST(HostLoad, QuietHostAllowsAndReadsAtMostOnceAMillisecond) {
   Scripted s;
   s.running = 4;
@@ -150,8 +156,7 @@ TEST(HostLoad, SettledAfterTenQuietMillisecondsAndNotAfterAStrike) {
   long long t = kMs;
   EXPECT_FALSE(s.gate.settled(t, 4));  // the first quiet reading
   EXPECT_TRUE(s.gate.allows(t, 4));
-  EXPECT_FALSE(s.gate.settled(t + 9 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
+  expect_settles(s, t, 10 * kMs);
   // One stray reading: still open, but not settled until ten more quiet
   // milliseconds.
   t += 11 * kMs;
@@ -160,8 +165,7 @@ TEST(HostLoad, SettledAfterTenQuietMillisecondsAndNotAfterAStrike) {
   EXPECT_TRUE(s.gate.allows(t, 4));
   s.running = 4;
   EXPECT_FALSE(s.gate.settled(t += kMs, 4));
-  EXPECT_FALSE(s.gate.settled(t + 9 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 10 * kMs, 4));
+  expect_settles(s, t, 10 * kMs);
   // Closed by long yields (past the start's grace): neither open nor
   // settled, and ten quiet milliseconds after it reopens before it
   // settles again.
@@ -172,16 +176,14 @@ TEST(HostLoad, SettledAfterTenQuietMillisecondsAndNotAfterAStrike) {
   EXPECT_FALSE(s.gate.settled(t + 49 * kMs, 4));
   EXPECT_FALSE(s.gate.settled(t + 50 * kMs, 4));  // reopened
   EXPECT_TRUE(s.gate.allows(t + 50 * kMs, 4));
-  EXPECT_FALSE(s.gate.settled(t + 59 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 60 * kMs, 4));
+  expect_settles(s, t, 60 * kMs);
   // A long yield that does not close it (the first of a pair) stops the
   // moves for 30 ms all the same.
   t += 300 * kMs;
   EXPECT_TRUE(s.gate.settled(t, 4));
   s.gate.yielded(t, 2 * kMs);
   EXPECT_TRUE(s.gate.allows(t, 4));
-  EXPECT_FALSE(s.gate.settled(t + 29 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 30 * kMs, 4));
+  expect_settles(s, t, 30 * kMs);
 }
 
 TEST(HostLoad, LongYieldsInTheFirst300MsOnlyUnsettle) {
@@ -197,8 +199,7 @@ TEST(HostLoad, LongYieldsInTheFirst300MsOnlyUnsettle) {
   s.gate.yielded(t += kMs, 3 * kMs);
   EXPECT_TRUE(s.gate.allows(t, 4));
   EXPECT_FALSE(s.gate.settled(t, 4));
-  EXPECT_FALSE(s.gate.settled(t + 29 * kMs, 4));
-  EXPECT_TRUE(s.gate.settled(t + 30 * kMs, 4));
+  expect_settles(s, t, 30 * kMs);
   // The count still closes it during the grace.
   t += 120 * kMs;
   s.running = 6;
