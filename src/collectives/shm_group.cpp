@@ -128,10 +128,10 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
 
 ShmGroup::~ShmGroup() = default;
 
-void ShmGroup::arrive(const ShmStepDesc& d) {
+void ShmGroup::arrive(const ShmStepDesc& d, std::span<const char> carry) {
   ShmStepDesc mine = d;
   mine.report = tuner_.take_report();
-  ch_.arrive(mine);
+  ch_.arrive(mine, carry);
 }
 
 void ShmGroup::await() {
@@ -170,6 +170,17 @@ void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
       if (in != out)
         std::memmove(out, in, n);
       step(d);
+      return;
+    }
+    if (n <= kCarriedBytes && size_ < kRootReduceRanks) {
+      // In rank order, as below: the same bits as the slots' path.
+      step(d, {static_cast<const char*>(in), n});
+      if (n == 0)
+        return;
+      std::memcpy(out, ch_.carried(0), n);
+      for (int q = 1; q < size_; ++q) {
+        reduce_into(op, dtype, out, ch_.carried(q), n / esz);
+      }
       return;
     }
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
@@ -325,6 +336,13 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
     ShmStepDesc d{OpKind::AllGather, -1, n, 0, 0, 0};
+    if (n != 0 && n <= kCarriedBytes) {
+      step(d, {src, n});
+      for (int q = 0; q < size_; ++q) {
+        std::memcpy(dst + static_cast<size_t>(q) * n, ch_.carried(q), n);
+      }
+      return;
+    }
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
@@ -423,6 +441,12 @@ void ShmGroup::broadcast(void* buf, size_t n, int root) {
   ops_.run(call::broadcast(buf, n, root), [&](const Deadline&) {
     ShmStepDesc d{OpKind::Broadcast, -1, n, root, 0, 0};
     char* p = static_cast<char*>(buf);
+    if (n != 0 && n <= kCarriedBytes) {
+      step(d, {p, rank_ == root ? n : 0});
+      if (rank_ != root)
+        std::memcpy(p, ch_.carried(root), n);
+      return;
+    }
     const size_t chunk = chunk_bytes_;
     const bool large = n > kSmallBytes;
     const uint64_t t0 = now_ns();

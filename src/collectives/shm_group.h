@@ -77,13 +77,14 @@ class ShmGroup : public Group {
                     char* dst, size_t n, int dtype);
   // The channel's sync step under the op's deadline, carrying this rank's
   // timing report to the tuner and the slowest rank's back.
-  void step(const ShmStepDesc& d) {
-    arrive(d);
+  // `carry`: operands for the step's line (ShmChannel::arrive).
+  void step(const ShmStepDesc& d, std::span<const char> carry = {}) {
+    arrive(d, carry);
     await();
   }
   // The step in halves (ShmChannel::arrive/await): between them this rank
   // may copy between its own buffers while the others arrive.
-  void arrive(const ShmStepDesc& d);
+  void arrive(const ShmStepDesc& d, std::span<const char> carry = {});
   void await();
   // The host's first rank logs each size class's choice (JACCL_LOG=debug).
   void log_decision() const;

@@ -153,11 +153,15 @@ WaitMode ShmChannel::wait_mode(int peer) {
   return WaitMode::kYield;
 }
 
-void ShmChannel::arrive(const ShmStepDesc& d) {
+void ShmChannel::arrive(const ShmStepDesc& d, std::span<const char> carry) {
   ++step_;
   const uint64_t s = step_;
   StepLine& me = line(rank_, s);
   me.desc = d;
+  if (!carry.empty()) {
+    std::memcpy(me.carried, carry.data(),
+                std::min(carry.size(), sizeof(me.carried)));
+  }
   note_cpu();
   me.arrive.store(s, std::memory_order_release);
   waker_fence(asymmetric_);  // shm_sync.h: who pays for the store-load fence

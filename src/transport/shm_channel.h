@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "common/deadline.h"
@@ -94,9 +95,12 @@ class ShmChannel {
   // others arrive: arrive() publishes d and arrives (steps() counts the new
   // step from here), await() is the rest. In between, the rank may touch
   // its own buffers only, no slot: the peers may still read the previous
-  // step's.
-  void arrive(const ShmStepDesc& d);
+  // step's. `carry` (at most kCarriedBytes) goes out in the step's line,
+  // for carried() after the step.
+  void arrive(const ShmStepDesc& d, std::span<const char> carry = {});
   uint64_t await(const Deadline& dl);
+  // What rank q carried at the last step (readable until the next arrive).
+  const unsigned char* carried(int q) const { return line(q, step_).carried; }
 
   // Point to point through the pair's byte ring: n bytes behind a header
   // that carries n, so a recv of another size is a ProtocolError. Blocks

@@ -22,7 +22,7 @@ namespace jaccl::detail {
 
 // Also the layout's version: a change of layout changes it, so ranks of
 // different builds refuse each other's segment instead of misreading it.
-inline constexpr uint64_t kShmMagic = 0x324853434c43414aull;  // "JACLCSH2"
+inline constexpr uint64_t kShmMagic = 0x334853434c43414aull;  // "JACLCSH3"
 
 struct alignas(kCacheLine) ShmHeader {
   uint64_t magic;
@@ -50,6 +50,9 @@ struct ShmStepDesc {
   uint64_t addr;
 };
 
+// Operand bytes a step line carries (StepLine::carried).
+inline constexpr size_t kCarriedBytes = 8;
+
 // A rank's announcement of one sync step, in one cache line, so that a peer
 // waiting for the step reads the arrival and the op from one line (a
 // descriptor straddling two lines cost every other step an extra miss).
@@ -61,6 +64,10 @@ struct alignas(kCacheLine) StepLine {
   // yields at once instead of spinning (shm_sync.h).
   std::atomic<int32_t> cpu{-1};
   ShmStepDesc desc;
+  // A reduction of at most kCarriedBytes travels here instead of through
+  // the slots: peers have the operands with the arrival, one cache miss
+  // instead of two.
+  unsigned char carried[kCarriedBytes];
 };
 static_assert(sizeof(StepLine) == kCacheLine);
 

@@ -298,51 +298,115 @@ double get(int dtype, const void* buf, size_t i) {
   return 0;
 }
 
+// Every dtype and op (sum, max, min), out of place and in place, on
+// count(element size) elements, against the values reduced here.
+void check_every_dtype_and_op(Group& g, int size,
+                              const std::function<size_t(size_t)>& count_of) {
+  for (int dtype = Bool; dtype <= Complex64; ++dtype) {
+    const size_t esz = dtype_size(dtype);
+    const size_t count = count_of(esz);
+    if (count == 0)
+      continue;
+    const size_t n = count * esz;
+    auto value = [](int r, size_t i) { return int((r * 3 + i) % 7); };
+    std::vector<char> in(n), out(n), inplace(n);
+    for (size_t i = 0; i < count; ++i)
+      put(dtype, in.data(), i, value(g.rank(), i));
+    const bool is_bool = dtype == Bool;
+    for (int op = 0; op < 3; ++op) {
+      if (op == 0) {
+        g.all_sum(in.data(), out.data(), n, dtype);
+      } else if (op == 1) {
+        g.all_max(in.data(), out.data(), n, dtype);
+      } else {
+        g.all_min(in.data(), out.data(), n, dtype);
+      }
+      inplace = in;
+      if (op == 0) {
+        g.all_sum(inplace.data(), inplace.data(), n, dtype);
+      } else if (op == 1) {
+        g.all_max(inplace.data(), inplace.data(), n, dtype);
+      } else {
+        g.all_min(inplace.data(), inplace.data(), n, dtype);
+      }
+      for (size_t i = 0; i < count; ++i) {
+        int want = op == 2 ? 1000 : 0;
+        for (int r = 0; r < size; ++r) {
+          int v = is_bool ? value(r, i) & 1 : value(r, i);
+          want = op == 0   ? (is_bool ? (want | v) : want + v)
+                 : op == 1 ? std::max(want, v)
+                           : std::min(want, v);
+        }
+        ASSERT_EQ(get(dtype, out.data(), i), double(want))
+            << dtype_name(dtype) << " op " << op << " i=" << i;
+      }
+      ASSERT_EQ(std::memcmp(out.data(), inplace.data(), n), 0)
+          << dtype_name(dtype) << " op " << op << " in place differs";
+    }
+  }
+}
+
 // Large reductions run the chunked pipeline: sizes that are multiples of
 // no chunk, piece or slice, every dtype and op, in place and not.
 TEST(ShmGroup, LargeReductionsEveryDtypeAndOp) {
   for (int size : {2, 3, 4}) {
     run_ranks(size, [&](Group& g) {
-      for (int dtype = Bool; dtype <= Complex64; ++dtype) {
-        const size_t esz = dtype_size(dtype);
-        const size_t count = ((size_t(1) << 20) + 4099) / esz + 3;
-        const size_t n = count * esz;
-        auto value = [](int r, size_t i) { return int((r * 3 + i) % 7); };
-        std::vector<char> in(n), out(n), inplace(n);
-        for (size_t i = 0; i < count; ++i)
-          put(dtype, in.data(), i, value(g.rank(), i));
-        const bool is_bool = dtype == Bool;
-        for (int op = 0; op < 3; ++op) {
-          if (op == 0) {
-            g.all_sum(in.data(), out.data(), n, dtype);
-          } else if (op == 1) {
-            g.all_max(in.data(), out.data(), n, dtype);
-          } else {
-            g.all_min(in.data(), out.data(), n, dtype);
-          }
-          inplace = in;
-          if (op == 0) {
-            g.all_sum(inplace.data(), inplace.data(), n, dtype);
-          } else if (op == 1) {
-            g.all_max(inplace.data(), inplace.data(), n, dtype);
-          } else {
-            g.all_min(inplace.data(), inplace.data(), n, dtype);
-          }
-          for (size_t i = 0; i < count; ++i) {
-            int want = op == 2 ? 1000 : 0;
-            for (int r = 0; r < size; ++r) {
-              int v = is_bool ? value(r, i) & 1 : value(r, i);
-              want = op == 0   ? (is_bool ? (want | v) : want + v)
-                     : op == 1 ? std::max(want, v)
-                               : std::min(want, v);
-            }
-            ASSERT_EQ(get(dtype, out.data(), i), double(want))
-                << dtype_name(dtype) << " op " << op << " i=" << i;
-          }
-          ASSERT_EQ(std::memcmp(out.data(), inplace.data(), n), 0)
-              << dtype_name(dtype) << " op " << op << " in place differs";
+      check_every_dtype_and_op(g, size, [](size_t esz) {
+        return ((size_t(1) << 20) + 4099) / esz + 3;
+      });
+    });
+  }
+}
+
+// Up to kCarriedBytes the operands travel in the step lines: one element
+// and as many as fit, between ops of the slots' path, which alternate the
+// lines' parity differently.
+TEST(ShmGroup, CarriedReductionsEveryDtypeAndOp) {
+  for (int size : {2, 3, 5}) {
+    run_ranks(size, [&](Group& g) {
+      for (bool fill : {false, true}) {
+        check_every_dtype_and_op(g, size, [&](size_t esz) {
+          return fill ? kCarriedBytes / esz : size_t(1);
+        });
+        std::vector<float> big(1000, 1.0f);
+        g.all_sum(big.data(), big.data(), big.size() * 4, Float32);
+        ASSERT_EQ(big[999], float(size));
+      }
+    });
+  }
+}
+
+// Carried all_gathers and broadcasts of 1 to kCarriedBytes bytes from every
+// root, and a carried all_sum's floats bit-identical to the slots' path
+// over the same values (3 ranks: the rounding order shows).
+TEST(ShmGroup, CarriedGathersBroadcastsAndRounding) {
+  for (int size : {1, 2, 3, 5}) {
+    run_ranks(size, [&](Group& g) {
+      const int me = g.rank();
+      for (size_t n = 1; n <= kCarriedBytes; ++n) {
+        std::vector<uint8_t> in(n), out(n * size_t(size));
+        for (size_t i = 0; i < n; ++i)
+          in[i] = uint8_t(me * 31 + int(i) + 1);
+        g.all_gather(in.data(), out.data(), n);
+        for (int q = 0; q < size; ++q)
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(out[size_t(q) * n + i], uint8_t(q * 31 + int(i) + 1))
+                << "n=" << n << " from rank " << q;
+        for (int root = 0; root < size; ++root) {
+          std::vector<uint8_t> b(n, uint8_t(me == root ? 200 + root : 0));
+          g.broadcast(b.data(), n, root);
+          ASSERT_EQ(b, std::vector<uint8_t>(n, uint8_t(200 + root)))
+              << "n=" << n << " root " << root;
         }
       }
+      std::mt19937 rng(99 + me);
+      std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+      std::vector<float> in(64), slots(64), carried(2);
+      for (auto& x : in)
+        x = dist(rng);
+      g.all_sum(in.data(), slots.data(), in.size() * 4, Float32);
+      g.all_sum(in.data() + 10, carried.data(), 8, Float32);
+      ASSERT_EQ(std::memcmp(carried.data(), slots.data() + 10, 8), 0);
     });
   }
 }
