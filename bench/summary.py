@@ -8,6 +8,7 @@ a section module may also define summary(results) -> rows of its own (see
 bench/sections/README.md), which replaces the reading below.
 """
 import os
+import statistics
 import subprocess
 
 import roofline
@@ -35,18 +36,21 @@ def core_rows(agg, c):
     rows = []
     for op, n in sorted({(k[2], k[1]) for k in agg}):
         for plane, jl, peers in CORE_PLANES:
-            j = {k[3]: v["us"] for k, v in agg.items()
-                 if k[0] == jl and k[1] == n and k[2] == op}
+            def of(lib, field):
+                return {k[3]: v.get(field) for k, v in agg.items()
+                        if k[0] == lib and k[1] == n and k[2] == op}
+            j = of(jl, "us")
             if not j:
                 continue
-            p = {}
+            p, pr = {}, {}
             for lib in peers:
-                pts = {k[3]: v["us"] for k, v in agg.items()
-                       if k[0] == lib and k[1] == n and k[2] == op}
+                pts = of(lib, "us")
                 if pts:
                     p[PEER_TITLE[lib]] = pts
+                    pr[PEER_TITLE[lib]] = of(lib, "by_rep")
             rows.append({"op": op, "plane": plane, "n": n, "jaccl": j,
-                         "peers": p, "c": c, "pattern": None})
+                         "peers": p, "c": c, "pattern": None,
+                         "jaccl_reps": of(jl, "by_rep"), "peer_reps": pr})
     return rows
 
 
@@ -62,12 +66,16 @@ def a2a_rows(res):
         key = (op, pat, plane, r["ranks"])
         row = out.setdefault(key, {"op": op, "plane": plane, "n": r["ranks"],
                                    "jaccl": {}, "peers": {}, "c": c,
-                                   "pattern": pat})
+                                   "pattern": pat, "jaccl_reps": {},
+                                   "peer_reps": {}})
         if r["lib"].startswith("jaccl"):
             row["jaccl"][r["bytes"]] = r["avg_us"]
+            row["jaccl_reps"][r["bytes"]] = r.get("by_rep")
         else:
-            row["peers"].setdefault(PEER_TITLE[r["lib"]], {})[r["bytes"]] = \
-                r["avg_us"]
+            name = PEER_TITLE[r["lib"]]
+            row["peers"].setdefault(name, {})[r["bytes"]] = r["avg_us"]
+            row["peer_reps"].setdefault(name, {})[r["bytes"]] = \
+                r.get("by_rep")
     return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1] or "",
                                                         k[2], k[3]))]
 
@@ -90,6 +98,31 @@ def torch_rows(res, c):
 
 # ------------------------------------------------------------------ figures
 
+def paired(a_reps, b_reps):
+    """b's time / a's as the median over the repetitions that measured both
+    ({rep: time} each; each repetition runs them back to back), None
+    without such repetitions. On a machine whose speed drifts between
+    repetitions (this VM's vCPUs change places: BENCHMARKS.md, History)
+    it moves far less than the ratio of the two medians, whose
+    repetitions may have met different states of the machine."""
+    if not a_reps or not b_reps:
+        return None
+    rs = [b_reps[k] / a_reps[k] for k in a_reps
+          if k in b_reps and a_reps[k] and b_reps[k]]
+    return statistics.median(rs) if rs else None
+
+
+def ratio(row, b, peer):
+    """The peer's time / jaccl's at b bytes: paired over the repetitions
+    where the row kept them, else the ratio of the medians."""
+    v = paired((row.get("jaccl_reps") or {}).get(b),
+               ((row.get("peer_reps") or {}).get(peer) or {}).get(b))
+    if v is not None:
+        return v
+    t, m = row["jaccl"].get(b), row["peers"].get(peer, {}).get(b)
+    return m / t if t and m else None
+
+
 def best_peer(row, b):
     best = None
     for name, pts in row["peers"].items():
@@ -102,16 +135,16 @@ def best_peer(row, b):
 def speedups(row, lo=0, hi=1 << 62, peer=None):
     """[(bytes, peer time / jaccl time)] in [lo, hi]; peer None = best."""
     res = []
-    for b, t in sorted(row["jaccl"].items()):
+    for b in sorted(row["jaccl"]):
         if not lo <= b <= hi:
             continue
-        if peer:
-            v = row["peers"].get(peer, {}).get(b)
-        else:
+        name = peer
+        if not name:
             bp = best_peer(row, b)
-            v = bp[1] if bp else None
-        if v is not None and t > 0:
-            res.append((b, v / t))
+            name = bp[0] if bp else None
+        x = ratio(row, b, name) if name else None
+        if x is not None:
+            res.append((b, x))
     return res
 
 
@@ -258,7 +291,7 @@ def table(rows):
         L.append(
             f"| {_title(row)} | {row['plane']} | {row['n']} | {us(j)}{at} | "
             + (f"{us(bp[1])} {bp[0]}" if bp else "–") + " | "
-            + (f"{bp[1] / j:.2f}x" if bp and j else "–") + " | "
+            + (f"{ratio(row, b, bp[0]):.2f}x" if bp and j else "–") + " | "
             + (f"{lo[1]:.2f}x ({human(lo[0])})" if lo else "–") + " | "
             + (f"{100 * f1:.0f}%" if f1 is not None else "–") + " | "
             + (f"{100 * flo[1]:.0f}% ({human(flo[0])})" if flo else "–")

@@ -88,6 +88,8 @@ def run(ctx):
             "spread": ((max(x["avg_us"] for x in js)
                         - min(x["avg_us"] for x in js))
                        / statistics.median(x["avg_us"] for x in js)),
+            # Per repetition, for ratios paired within one (summary.paired).
+            "by_rep": {x["rep"]: x["avg_us"] for x in js},
             "backend": js[0].get("backend"),
             "wrong": max(x.get("wrong", 0) for x in js)})
     res["load_after"] = compare.loadavg()
@@ -122,7 +124,9 @@ def render(res):
              "all_to_all` / `-o all_to_allv -p moe|uniform`) against Open "
              "MPI's `MPI_Alltoall` / `MPI_Alltoallv` (`mpi_bench`, the same "
              "counts), every (op, library) pair alternated inside every "
-             f"repetition (median of {res.get('reps')}); bytes = the whole "
+             f"repetition (median of {res.get('reps')}; *speed-up*: the "
+             "median over the repetitions of the ratio of the two times "
+             "measured in each); bytes = the whole "
              "input per rank, time = the mean over ranks of each rank's mean "
              "per call. *moe*: every rank sends its whole input split over "
              "the ranks in Zipf(1) proportions (rank 0 hottest: 2 ranks 2/3 "
@@ -156,8 +160,9 @@ def render(res):
                 j = r["jaccl"].get(b) if r else None
                 m = r["peers"].get(peer, {}).get(b) if r else None
                 f = summary.roof(r, b) if r and j else None
+                x = summary.ratio(r, b, peer) if r and j and m else None
                 cells += [_us(j) if j else "–", _us(m) if m else "–",
-                          f"{m / j:.2f}x" if j and m else "–",
+                          f"{x:.2f}x" if x else "–",
                           f"{100 * f:.0f}%" if f is not None else "–"]
             L.append("| " + " | ".join(cells) + " |")
         L.append("")

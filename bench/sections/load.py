@@ -106,12 +106,20 @@ def run(ctx):
 
 
 def cells(res):
-    """(load, lib, bytes) -> (median us, [all reps])."""
+    """(load, lib, bytes) -> (median us, [all reps], {rep: us})."""
     acc = {}
     for r in res.get("raw", []):
-        acc.setdefault((r["load"], r["lib"], r["bytes"]), []).append(
-            r["avg_us"])
-    return {k: (statistics.median(v), v) for k, v in acc.items()}
+        acc.setdefault((r["load"], r["lib"], r["bytes"]), []).append(r)
+    return {k: (statistics.median(x["avg_us"] for x in v),
+                [x["avg_us"] for x in v], {x["rep"]: x["avg_us"] for x in v})
+            for k, v in acc.items()}
+
+
+def _per(a, b):
+    """a's time / b's, paired over the repetitions (summary.paired)."""
+    import summary
+    x = summary.paired(b[2], a[2])
+    return x if x is not None else a[0] / b[0]
 
 
 def verdicts(res):
@@ -129,15 +137,15 @@ def verdicts(res):
                 if not (j and m and j0 and m0):
                     continue
                 fig[b] = (j[0], m[0], j0[0], m0[0])
-                if j[0] > m[0]:
+                jm, jj, mm = _per(j, m), _per(j, j0), _per(m, m0)
+                if jm > 1:
                     ok1 = False
-                    notes.append(f"{compare.human(b)}: {j[0] / m[0]:.2f}x "
+                    notes.append(f"{compare.human(b)}: {jm:.2f}x "
                                  "Open MPI's time")
-                if j[0] > 2 * j0[0] and m[0] <= 2 * m0[0]:
+                if jj > 2 and mm <= 2:
                     ok2 = False
-                    notes.append(f"{compare.human(b)}: {_x(j[0] / j0[0])} "
-                                 f"itself unloaded (Open MPI "
-                                 f"{_x(m[0] / m0[0])})")
+                    notes.append(f"{compare.human(b)}: {_x(jj)} "
+                                 f"itself unloaded (Open MPI {_x(mm)})")
             if fig:
                 out.append((plane, ld, fig, ok1, ok2, notes))
     return out
@@ -189,7 +197,9 @@ def render(res):
              "two preemptions); median "
              f"of {res.get('reps')} of the ranks' mean time per call (µs); "
              "*x unloaded*: the loaded time over the same library's unloaded "
-             "time in this run. The machine has 2 cores: two busy processes "
+             "time in this run. Ratios (*x unloaded*, *jaccl / Open MPI "
+             "time*, the targets) are medians over the repetitions of the "
+             "ratio within each repetition. The machine has 2 cores: two busy processes "
              "and two ranks make four runnable tasks. " + _when(res) + "Load average "
              f"before/after: {' '.join(res.get('load_before', []))} / "
              f"{' '.join(res.get('load_after', []))}."
@@ -213,10 +223,10 @@ def render(res):
                             if x else "–")
                 L.append(
                     f"| {LOAD_TITLE[ld]} | {compare.human(b)} | {cell(j)} | "
-                    + (_x(j[0] / j0[0]) if j and j0 else "–") + " | "
+                    + (_x(_per(j, j0)) if j and j0 else "–") + " | "
                     + cell(m) + " | "
-                    + (_x(m[0] / m0[0]) if m and m0 else "–") + " | "
-                    + (f"{j[0] / m[0]:.2f}x" if j and m else "–") + " |")
+                    + (_x(_per(m, m0)) if m and m0 else "–") + " | "
+                    + (f"{_per(j, m):.2f}x" if j and m else "–") + " |")
         L.append("")
     v = verdicts(res)
     if v:
