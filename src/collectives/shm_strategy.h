@@ -39,13 +39,20 @@
 // follows its own way, as every call does once the choice is made. Each rank
 // publishes each timed trial at the next sync step, and from then on every rank
 // uses the way with the lowest time per byte (the slowest rank's time). Calls
-// after the trials are not timed: one call on unusual caches (buffers the
-// caller has just rewritten) must not overturn the choice. But the machine
-// may change under a long job (this VM's vCPUs move between core complexes
-// within minutes, and which way wins moves with them), so every
+// after the trials never change the figures: one call on unusual caches
+// (buffers the caller has just rewritten) must not overturn the choice. But
+// the machine may change under a long job (this VM's vCPUs move between
+// core complexes within minutes, and which way wins moves with them), so every
 // kRetrialCalls calls of a class, or as many as move kRetrialBytes if that
 // is more, the class measures again from fresh figures: at most a percent
-// of its calls go to ways slower than the choice. The decision is a
+// of its calls go to ways slower than the choice. And the calls of the
+// choice are timed too (a clock read each): kDriftCalls of them in a row
+// at more than kDriftFactor times the choice's figure, once at least a gap
+// of calls has passed since the decision, measure again at once (a 4-rank
+// torch job's 64 MiB all_sum went from 25 to 58 ms when the VM changed
+// state, and would have waited 64 calls). The gap doubles at each such
+// re-trial, so a caller whose calls alternate between warm and cold
+// buffers pays for few of them. The decision is a
 // pure function of values every rank reads from the same shared step, so every
 // rank of the host makes the same choice; results do not depend on it (the
 // reduction order is fixed), only speed.
@@ -151,18 +158,14 @@ class ShmTuner {
     const Pick p = pick_at(c, guess);
     if (p.decided) {
       c.calls = kWarmCalls + trials_of(c);  // no wrap
-      if (++c.since >= retrial_calls(cls)) {
-        // The next call starts the trials again (past the warm calls).
-        c.since = 0;
-        c.calls = kWarmCalls;
-        c.samples = {};
-      }
+      if (++c.since >= retrial_calls(cls))
+        measure_again(c);  // from the next call
     } else {
       ++c.calls;
     }
-    timing_ = p.timed;
+    timing_ = p.timed || p.decided;
     if (timing_)
-      cur_ = Record{kind, cls, p.pick, bytes};
+      cur_ = Record{kind, cls, p.pick, bytes, p.decided};
     return p.way;
   }
 
@@ -210,6 +213,17 @@ class ShmTuner {
     const double per_byte =
         static_cast<double>(slowest_ns) / static_cast<double>(done_.bytes | 1);
     const auto w = static_cast<size_t>(done_.pick);
+    if (done_.watch) {
+      decided_.kind = -1;
+      if (c.calls < kWarmCalls + trials_of(c))
+        return;  // measuring again already
+      c.slow = per_byte > kDriftFactor * c.best[w] ? c.slow + 1 : 0;
+      if (c.slow >= kDriftCalls && c.since >= c.gap) {
+        c.gap = std::min(2 * c.gap, retrial_calls(done_.cls));
+        measure_again(c);
+      }
+      return;
+    }
     c.best[w] = c.samples[w] == 0 ? per_byte : std::min(c.best[w], per_byte);
     ++c.samples[w];
     uint32_t taken = 0;
@@ -261,6 +275,12 @@ class ShmTuner {
   // of the slower ways, 2 (k - 1) kRounds of them, stay under a percent.
   static constexpr uint32_t kRetrialCalls = 1024;
   static constexpr size_t kRetrialBytes = size_t(4) << 30;
+  // Measured again at once after kDriftCalls calls in a row of the choice
+  // at more than kDriftFactor times its figure, kDriftGap calls after the
+  // decision at the earliest (doubled at each such re-trial).
+  static constexpr double kDriftFactor = 2.0;
+  static constexpr uint32_t kDriftCalls = 4;
+  static constexpr uint32_t kDriftGap = 16;
 
   static size_t class_of(size_t bytes) {
     size_t k = 0;
@@ -277,7 +297,16 @@ class ShmTuner {
     int ways = kStoreWays;                     // fixed by the first call
     std::array<uint32_t, kShmWays> samples{};  // timed trials so far
     std::array<double, kShmWays> best{};       // the fastest, ns per byte
+    uint32_t slow = 0;         // calls of the choice in a row past drift
+    uint32_t gap = kDriftGap;  // calls past the decision before a drift
   };
+  // The next call of c starts the trials again (past the warm calls).
+  static void measure_again(Class& c) {
+    c.since = 0;
+    c.calls = kWarmCalls;
+    c.samples = {};
+    c.slow = 0;
+  }
   static uint32_t trials_of(const Class& c) {
     return 2 * kRounds * static_cast<uint32_t>(c.ways);
   }
@@ -358,6 +387,7 @@ class ShmTuner {
     size_t cls = 0;
     int pick = 0;
     size_t bytes = 1;
+    bool watch = false;  // a call of the choice, not a trial
   };
   Record cur_;                   // the op begun last
   Record done_;                  // the op whose time is being reported
