@@ -314,21 +314,18 @@ void check_every_dtype_and_op(Group& g, int size,
       put(dtype, in.data(), i, value(g.rank(), i));
     const bool is_bool = dtype == Bool;
     for (int op = 0; op < 3; ++op) {
-      if (op == 0) {
-        g.all_sum(in.data(), out.data(), n, dtype);
-      } else if (op == 1) {
-        g.all_max(in.data(), out.data(), n, dtype);
-      } else {
-        g.all_min(in.data(), out.data(), n, dtype);
-      }
+      auto reduce = [&](const void* from, void* to) {
+        if (op == 0) {
+          g.all_sum(from, to, n, dtype);
+        } else if (op == 1) {
+          g.all_max(from, to, n, dtype);
+        } else {
+          g.all_min(from, to, n, dtype);
+        }
+      };
+      reduce(in.data(), out.data());
       inplace = in;
-      if (op == 0) {
-        g.all_sum(inplace.data(), inplace.data(), n, dtype);
-      } else if (op == 1) {
-        g.all_max(inplace.data(), inplace.data(), n, dtype);
-      } else {
-        g.all_min(inplace.data(), inplace.data(), n, dtype);
-      }
+      reduce(inplace.data(), inplace.data());
       for (size_t i = 0; i < count; ++i) {
         int want = op == 2 ? 1000 : 0;
         for (int r = 0; r < size; ++r) {
