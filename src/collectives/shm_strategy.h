@@ -46,7 +46,8 @@
 // kRetrialCalls calls of a class, or as many as move kRetrialBytes if that
 // is more, the class measures again from fresh figures: at most a percent
 // of its calls go to ways slower than the choice. And the calls of the
-// choice are timed too (a clock read each): kDriftCalls of them in a row
+// choice are timed too (from the clock reads every large op already
+// makes): kDriftCalls of them in a row
 // at more than kDriftFactor times the choice's figure, once at least a gap
 // of calls has passed since the decision, measure again at once (a 4-rank
 // torch job's 64 MiB all_sum went from 25 to 58 ms when the VM changed

@@ -154,13 +154,19 @@ WaitMode ShmChannel::wait_mode(int peer) {
 }
 
 void ShmChannel::arrive(const ShmStepDesc& d, std::span<const char> carry) {
+  if (carry.size() > kCarriedBytes) {  // before the step: nothing announced
+    raise(ErrorKind::Internal,
+          std::to_string(carry.size()) +
+              " operand bytes for a step line that carries " +
+              std::to_string(kCarriedBytes),
+          {.rank = who(rank_), .address = "shared memory"});
+  }
   ++step_;
   const uint64_t s = step_;
   StepLine& me = line(rank_, s);
   me.desc = d;
   if (!carry.empty()) {
-    std::memcpy(me.carried, carry.data(),
-                std::min(carry.size(), sizeof(me.carried)));
+    std::memcpy(me.carried, carry.data(), carry.size());
   }
   note_cpu();
   me.arrive.store(s, std::memory_order_release);
