@@ -37,7 +37,7 @@ LOAD_TITLE = {"none": "unloaded", "busy1": "1 busy process",
 # (size, warm-up, calibrating iterations): every job is timed for at least
 # MIN_MS (--min-ms: a calibrating pass sets the count), many scheduler
 # slices, so a short run cannot fit between two preemptions.
-SIZES = [("8", 200, 200), ("64K", 20, 20), ("1M", 20, 10)]
+SIZES = [("8", 200, 200), ("64K", 30, 20), ("1M", 30, 10)]
 QUICK_SIZES = [("8", 50, 50), ("1M", 5, 5)]
 MIN_MS, QUICK_MIN_MS = 300, 100
 RANKS = 2

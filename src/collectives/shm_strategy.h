@@ -26,10 +26,15 @@
 // may take (six, or eight with direct: the guess, direct, then the others)
 // after two untimed warm calls (the guess, then direct where it is a way):
 // in each round each way twice in a row, and only the second call timed; a
-// way's figure is its fastest round. One timed call was too few: with 4
-// ranks on 2 CPUs a rank descheduled for a slice inflates the slowest
-// rank's time, and the tuner kept a way 1.3-1.6x slower in about half the
-// runs (BENCHMARKS.md, History, "2026-12-05 midday"). Rounds are
+// way's figure is the median of its rounds. One timed call was too few:
+// with 4 ranks on 2 CPUs a rank descheduled for a slice inflates the
+// slowest rank's time, and the tuner kept a way 1.3-1.6x slower in about
+// half the runs (BENCHMARKS.md, History, "2026-12-05 midday"). The fastest
+// of two rounds was still biased: direct reads take about five calls to
+// reach their steady time (its first round ran 1.5x its steady time), and
+// the fastest round favours whichever way had one lucky call, so a 2-rank
+// all_to_all(v) of 4 MiB kept a staged way 1.3x slower than direct in 4
+// of 10 runs (History, "2026-12-05 evening"). Rounds are
 // interleaved so that a machine whose state drifts during the trials
 // drifts for every way alike. A call's cost depends on
 // the way the call before it took (which of the slots' lines this core and
@@ -44,15 +49,15 @@
 // the machine may change under a long job (this VM's vCPUs move between
 // core complexes within minutes, and which way wins moves with them), so every
 // kRetrialCalls calls of a class, or as many as move kRetrialBytes if that
-// is more, the class measures again from fresh figures: at most a percent
-// of its calls go to ways slower than the choice. And the calls of the
+// is more, the class measures again from fresh figures: about a percent of
+// its calls go to ways slower than the choice. And the calls of the
 // choice are timed too (from the clock reads every large op already
 // makes): kDriftCalls of them in a row
 // at more than kDriftFactor times the choice's figure, once at least a gap
 // of calls has passed since the decision, measure again at once (a 4-rank
 // torch job's 64 MiB all_sum went from 25 to 58 ms when the VM changed
-// state, and would have waited 64 calls). The gap doubles at each such
-// re-trial, so a caller whose calls alternate between warm and cold
+// state; the periodic re-trial comes after 2048 calls). The gap doubles at each
+// such re-trial, so a caller whose calls alternate between warm and cold
 // buffers pays for few of them. The decision is a
 // pure function of values every rank reads from the same shared step, so every
 // rank of the host makes the same choice; results do not depend on it (the
@@ -225,7 +230,14 @@ class ShmTuner {
       }
       return;
     }
-    c.best[w] = c.samples[w] == 0 ? per_byte : std::min(c.best[w], per_byte);
+    // The lower median of the rounds so far (at the end: the middle one
+    // of three).
+    const uint32_t k = std::min(c.samples[w], kRounds - 1);
+    auto& f = c.figures[w];
+    f[k] = per_byte;
+    std::array<double, kRounds> sorted = f;
+    std::sort(sorted.begin(), sorted.begin() + k + 1);
+    c.best[w] = sorted[k / 2];
     ++c.samples[w];
     uint32_t taken = 0;
     for (int w = 0; w < c.ways; ++w)
@@ -269,12 +281,12 @@ class ShmTuner {
 
   // Calls of each size class that run the guess untimed before the trials.
   static constexpr uint32_t kWarmCalls = 2;
-  // Rounds of trials (each way's figure is its fastest).
-  static constexpr uint32_t kRounds = 2;
+  // Rounds of trials (each way's figure is the median of its rounds).
+  static constexpr uint32_t kRounds = 3;
   // Measured again after this many calls of a class past its decision, or
   // after as many as move kRetrialBytes if that is more: the trials' calls
-  // of the slower ways, 2 (k - 1) kRounds of them, stay under a percent.
-  static constexpr uint32_t kRetrialCalls = 1024;
+  // of the slower ways, 2 (k - 1) kRounds of them, stay near a percent.
+  static constexpr uint32_t kRetrialCalls = 2048;
   static constexpr size_t kRetrialBytes = size_t(4) << 30;
   // Measured again at once after kDriftCalls calls in a row of the choice
   // at more than kDriftFactor times its figure, kDriftGap calls after the
@@ -297,7 +309,8 @@ class ShmTuner {
     uint32_t since = 0;                        // calls since the decision
     int ways = kStoreWays;                     // fixed by the first call
     std::array<uint32_t, kShmWays> samples{};  // timed trials so far
-    std::array<double, kShmWays> best{};       // the fastest, ns per byte
+    std::array<double, kShmWays> best{};       // the figure, ns per byte
+    std::array<std::array<double, kRounds>, kShmWays> figures{};  // rounds
     uint32_t slow = 0;         // calls of the choice in a row past drift
     uint32_t gap = kDriftGap;  // calls past the decision before a drift
   };
