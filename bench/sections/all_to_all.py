@@ -99,6 +99,7 @@ def run(ctx):
     res["date"] = compare.now()
     res["commit"] = compare.commit()
     res["quick"], res["reps"] = ctx["quick"], reps
+    res["groups"] = _groups(ctx["quick"])
     return res
 
 
@@ -116,6 +117,15 @@ def _when(res):
     if not res.get("date"):
         return ""
     return f"Run {res['date']} at {res.get('commit')}. "
+
+
+def _timed(res):
+    gs = res.get("groups")
+    if not gs:
+        return ""
+    return ("Each job times " + ", ".join(
+        f"{g[4]} calls from {g[0]} to {g[1]}B" for g in gs) + " after "
+        + "/".join(str(g[3]) for g in gs) + " warm-up calls. ")
 
 
 def render(res):
@@ -137,7 +147,8 @@ def render(res):
              "(2 ranks) or 1.92x (4 ranks) the mean; *uniform*: all_to_all's "
              "counts through the v call. *% roof*: roofline time / measured "
              "time (model in the summary and `bench/README.md`; all_to_allv's "
-             "roofline is set by its busiest rank). " + _when(res) + "Load average "
+             "roofline is set by its busiest rank). " + _timed(res)
+             + _when(res) + "Load average "
              f"before/after: {' '.join(res.get('load_before', []))} / "
              f"{' '.join(res.get('load_after', []))} (2 cores). Ceilings "
              f"(this run): {roofline.ceilings_line(c)}."
