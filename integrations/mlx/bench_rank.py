@@ -13,7 +13,11 @@ job on the default plane and one with JACCL_TRANSPORT=tcp).
 1. mx.distributed.all_sum of float32 arrays, 8 B .. 64 MiB: per repetition
    and backend, a small all_sum as a barrier, warm-up calls, then timed
    calls (each mx.eval'd, timed one by one); the repetition's figure is
-   the median call. Rank 0 prints one JSON line per size.
+   the median call. The first repetition warms each size up with
+   FIRST_WARM calls: jaccl's shared-memory group times its first calls of
+   a size class to pick how it copies (2 untimed calls and three rounds of
+   trials, up to 26 calls), which must not be the timed ones. Rank 0
+   prints one JSON line per size.
 2. (JM_DECODE=1, 2 ranks) one tensor-parallel decode step of a Llama-shaped
    block from random weights: RMSNorm, q/k/v AllToShardedLinear, RoPE,
    attention over a KV cache, o ShardedToAllLinear, RMSNorm, gate/up
@@ -54,6 +58,9 @@ def sizes():
     k, m = 1 << 10, 1 << 20
     out = [8, 64, 512, 4 * k, 32 * k, 256 * k, m, 4 * m, 16 * m, 64 * m]
     return [s for s in out if not QUICK or s in (8, 4 * k, m, 4 * m)]
+
+
+FIRST_WARM = 30
 
 
 def iters_for(nbytes):
@@ -116,8 +123,9 @@ def sweep(groups):
             mx.eval(x)
             k = (rep + i) % len(libs)
             for b in libs[k:] + libs[:k]:
+                warm = 3 if s <= 1 << 20 else 1
                 ts, y = time_all_sum(x, groups[b], iters_for(s),
-                                     warm=3 if s <= 1 << 20 else 1)
+                                     warm=FIRST_WARM if rep == 0 else warm)
                 if rep == 0 and not (y[0].item() == n and y[-1].item() == n):
                     raise SystemExit(f"rank {RANK}: {b} all_sum of {s} B "
                                      f"gave {y[0].item()}, want {n}")
