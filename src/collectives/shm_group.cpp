@@ -96,12 +96,16 @@ uint64_t ShmGroup::default_chunk_bytes() {
 // shared L3 and the TLB (the whole 4 MiB slot was slower over the first
 // thousand calls, and from 128 KiB slower still when this VM's vCPUs sat
 // far apart: BENCHMARKS.md). Below a few KiB a call is a handoff of a few
-// lines, nearer in the peer's cache than anywhere else; ranks sharing a
-// core read each other's lines from that core's own caches; and an op of
-// more than half the window evicts its own lines.
+// lines, nearer in the peer's cache than anywhere else, and an op of more
+// than half the window evicts its own lines. Ranks that outnumber the
+// cores still have peers on the other core: bands took 4 ranks on 2 cores
+// 0.69-0.87x the time from 32 to 256 KiB (all_sum) and 0.71-0.88x at
+// 16-64 KiB (all_gather), level from 512 KiB in their larger window, so
+// theirs stop at a quarter of it.
 size_t ShmGroup::band_of(size_t bytes) {
   const size_t span = ShmLayout::align(bytes, kCacheLine);
-  if (bytes < kBandMinBytes || span > chunk_bytes_ / 2 || ch_.oversubscribed())
+  const size_t most = chunk_bytes_ / (ch_.oversubscribed() ? 4 : 2);
+  if (bytes < kBandMinBytes || span > most)
     return 0;
   if (bands_ == 0)
     ch_.populate_staging(chunk_bytes_);

@@ -1103,6 +1103,48 @@ TEST(CpuPlacement, CountIsTheAffinityMasksAndDrivesOversubscription) {
   EXPECT_EQ(allowed_cpus(), cpus) << "the test's thread kept its own mask";
 }
 
+// Small all_sums and all_gathers stage into the next band of a window each
+// call, with a core per rank and with ranks that outnumber their cores
+// (held to one CPU here). Every call's operands differ, so a band a rank
+// read out of turn, or one a peer overwrote too early, gives a wrong sum;
+// enough calls of each size to wrap the window twice.
+TEST(ShmGroup, MovingBandsKeepEveryCallsOperands) {
+  const std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  for (bool one_cpu : {false, true}) {
+    const int n = one_cpu ? 3 : 2;
+    std::thread([&] {
+      if (one_cpu)
+        allow_cpus({cpus[0]});
+      run_ranks(n, [&](Group& g) {
+        EXPECT_EQ(dynamic_cast<ShmGroup&>(g).oversubscribed(),
+                  one_cpu || cpus.size() < 2);
+        for (size_t bytes : {size_t(4096), size_t(48 << 10) + 64,
+                             size_t(256) << 10, size_t(512) << 10}) {
+          const size_t count = bytes / 4;
+          const int calls = static_cast<int>((size_t(4) << 20) / bytes) + 3;
+          std::vector<float> x(count), y(count), all(size_t(n) * count);
+          for (int c = 0; c < calls; ++c) {
+            const auto k = float(c % 17 + 1);
+            for (size_t i = 0; i < count; ++i)
+              x[i] = float(g.rank() + 1) * k + float(i % 5);
+            g.all_sum(x.data(), y.data(), bytes, Float32);
+            const float want = float(n * (n + 1) / 2) * k;
+            for (size_t i = 0; i < count; i += 61)
+              ASSERT_EQ(y[i], want + float(n) * float(i % 5))
+                  << bytes << " B, call " << c << ", i=" << i;
+            g.all_gather(x.data(), all.data(), bytes);
+            for (int q = 0; q < n; ++q)
+              ASSERT_EQ(all[size_t(q) * count + count - 1],
+                        float(q + 1) * k + float((count - 1) % 5))
+                  << bytes << " B, call " << c << ", rank " << q;
+          }
+        }
+      });
+    }).join();
+  }
+}
+
 CpuMask mask_of(std::initializer_list<int> cpus, uint32_t beyond = 0) {
   CpuMask m{};
   for (int c : cpus)
