@@ -21,12 +21,13 @@ PLANES = os.environ.get("JACCL_AB_PLANES", "tcp,shm").split(",")
 OPS = os.environ.get("JACCL_AB_OPS", "all_sum,all_gather,all_to_all").split(",")
 RANKS = (2, 4)
 # (first size, last size, step factor, warm-up, iterations). Large sizes
-# warm up with at least 30 calls: jaccl's shm tuner runs 2 untimed calls
-# and then three rounds of 6-8 trials per size class (shm_strategy.h),
-# which must not land in the timed calls.
-GROUPS = [("8", "8", 8, 2000, 20000), ("64K", "1M", 16, 30, 200),
-          ("16M", "16M", 4, 30, 20)]
-QUICK_GROUPS = [("8", "8", 8, 20, 200), ("1M", "1M", 4, 30, 20)]
+# warm up past jaccl's shm tuner trials (compare.TUNER_WARM), which must
+# not land in the timed calls.
+GROUPS = [("8", "8", 8, 2000, 20000),
+          ("64K", "1M", 16, compare.TUNER_WARM, 200),
+          ("16M", "16M", 4, compare.TUNER_WARM, 20)]
+QUICK_GROUPS = [("8", "8", 8, 20, 200),
+                ("1M", "1M", 4, compare.TUNER_WARM, 20)]
 
 
 def _base_build(ctx):

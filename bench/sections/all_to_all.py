@@ -26,16 +26,16 @@ OPS = [("all_to_all", None), ("all_to_allv", "moe"),
 
 
 def _groups(quick):
-    # (min, max, factor, warmup, iters). The large groups warm up with 30
-    # calls (jaccl's shm tuner runs two untimed calls and then three rounds
-    # of eight per size class: staged three ways, and direct). Each job
+    # (min, max, factor, warmup, iters). The large groups warm up past
+    # jaccl's shm tuner trials (compare.TUNER_WARM). Each job
     # times at least ~30 ms at its smallest size, many scheduler slices: at
     # 20 calls of 4 MiB (~16 ms over TCP) one preemption moved a row by
     # 10 %, and 4 MiB over TCP changed sides between runs.
+    w = compare.TUNER_WARM
     if quick:
-        return [("4K", "4K", 4, 30, 200), ("1M", "1M", 4, 30, 20)]
-    return [("1K", "16K", 4, 50, 1000), ("64K", "1M", 4, 30, 300),
-            ("4M", "16M", 4, 30, 60)]
+        return [("4K", "4K", 4, w, 200), ("1M", "1M", 4, w, 20)]
+    return [("1K", "16K", 4, 50, 1000), ("64K", "1M", 4, w, 300),
+            ("4M", "16M", 4, w, 60)]
 
 
 def _cmd(exe, lib, n, op, pattern, g, tmpdir):

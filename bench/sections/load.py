@@ -36,8 +36,10 @@ LOAD_TITLE = {"none": "unloaded", "busy1": "1 busy process",
               "thread": "compute thread in rank 0"}
 # (size, warm-up, calibrating iterations): every job is timed for at least
 # MIN_MS (--min-ms: a calibrating pass sets the count), many scheduler
-# slices, so a short run cannot fit between two preemptions.
-SIZES = [("8", 200, 200), ("64K", 30, 20), ("1M", 30, 10)]
+# slices, so a short run cannot fit between two preemptions; the tuned
+# sizes warm up past jaccl's shm tuner trials.
+SIZES = [("8", 200, 200), ("64K", compare.TUNER_WARM, 20),
+         ("1M", compare.TUNER_WARM, 10)]
 QUICK_SIZES = [("8", 50, 50), ("1M", 5, 5)]
 MIN_MS, QUICK_MIN_MS = 300, 100
 RANKS = 2

@@ -60,6 +60,7 @@ def _job(ctx, mlxenv, n, transport, backends, decode, reps):
            "JACCL_LOG": "info", "JM_BACKENDS": ",".join(backends),
            "JM_QUICK": "1" if ctx["quick"] else "0", "JM_REPS": str(reps),
            "JM_DECODE": "1" if decode else "0",
+           "JM_FIRST_WARM": str(compare.TUNER_WARM),
            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     if transport == "tcp":
         env["JACCL_TRANSPORT"] = "tcp"

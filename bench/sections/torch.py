@@ -37,7 +37,8 @@ def _job(n, module_dir, quick, reps, log):
         env = dict(base, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                    RANK=str(r), WORLD_SIZE=str(n), OMP_NUM_THREADS="1",
                    PYTHONPATH=module_dir, JT_QUICK="1" if quick else "0",
-                   JT_REPS=str(reps), JT_RT="1" if compare.RT else "0")
+                   JT_REPS=str(reps), JT_RT="1" if compare.RT else "0",
+                   JT_WARM_CALLS=str(compare.TUNER_WARM))
         # Not under compare.RT's chrt: the rank sets SCHED_FIFO itself, for
         # the measurements only (torch/bench_rank.py says why).
         procs.append(subprocess.Popen([PY, RANK], env=env,

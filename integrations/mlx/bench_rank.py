@@ -14,7 +14,7 @@ job on the default plane and one with JACCL_TRANSPORT=tcp).
    and backend, a small all_sum as a barrier, warm-up calls, then timed
    calls (each mx.eval'd, timed one by one); the repetition's figure is
    the median call. The first repetition warms each size up with
-   FIRST_WARM calls: jaccl's shared-memory group times its first calls of
+   JM_FIRST_WARM calls (bench/compare's TUNER_WARM): jaccl's shared-memory group times its first calls of
    a size class to pick how it copies (2 untimed calls and three rounds of
    trials, up to 26 calls), which must not be the timed ones. Rank 0
    prints one JSON line per size.
@@ -24,8 +24,8 @@ job on the default plane and one with JACCL_TRANSPORT=tcp).
    AllToShardedLinear, SiLU, down ShardedToAllLinear; the same weights for
    every backend. Rank 0 prints one JSON line per backend.
 
-Environment: JM_BACKENDS, JM_QUICK=1, JM_REPS, JM_DECODE, JM_HIDDEN,
-JM_INTER, JM_DTYPE (float32|float16), JM_CTX (KV-cache length).
+Environment: JM_BACKENDS, JM_QUICK=1, JM_REPS, JM_DECODE, JM_FIRST_WARM,
+JM_HIDDEN, JM_INTER, JM_DTYPE (float32|float16), JM_CTX (KV-cache length).
 """
 import json
 import math
@@ -60,7 +60,7 @@ def sizes():
     return [s for s in out if not QUICK or s in (8, 4 * k, m, 4 * m)]
 
 
-FIRST_WARM = 30
+FIRST_WARM = int(os.environ.get("JM_FIRST_WARM", "30"))
 
 
 def iters_for(nbytes):
