@@ -52,8 +52,8 @@ class NetGroup final : public Group {
       : net_(std::move(net)),
         prefer_ring_(prefer_ring),
         p2p_only_(p2p_only),
-        ops_(net_.rank, net_.size, who(net_.rank), net_.state,
-             net_.op_timeout) {
+        ops_(net_.rank, net_.size, who(net_.rank), net_.state, net_.op_timeout,
+             net_.op_lock) {
     name_ = net_.transport + (prefer_ring_ ? "-ring" : "-mesh");
     if (net_.spin_us >= 0) {
       spin_us_ = net_.spin_us;

@@ -9,7 +9,9 @@
 //   }
 //
 // and run() does, in this order:
-//   1. takes the group's lock: one op at a time, in arrival order;
+//   1. takes the group's lock: one op at a time, in arrival order (a
+//      shrink that takes the group's TCP connections over takes it too:
+//      transport/tcp_reuse.h);
 //   2. a failed group rethrows its first failure;
 //   3. checks the arguments (op_checks.h): a UsageError, the group untouched;
 //   4. an op that moves zero bytes returns (op_checks.h has the rule);
@@ -39,10 +41,14 @@ namespace jaccl::detail {
 class OpRunner {
  public:
   // member/size: this rank in its group; job_rank names it in messages.
-  // op_timeout: one op's budget (0 = none).
+  // op_timeout: one op's budget (0 = none). lock (may be null: one of its
+  // own): the group's lock, shared with what must know that no op runs.
   OpRunner(int member, int size, int job_rank,
-           std::shared_ptr<FailureState> state, Millis op_timeout)
-      : member_(member),
+           std::shared_ptr<FailureState> state, Millis op_timeout,
+           std::shared_ptr<std::timed_mutex> lock = nullptr)
+      : mu_(lock != nullptr ? std::move(lock)
+                            : std::make_shared<std::timed_mutex>()),
+        member_(member),
         size_(size),
         job_rank_(job_rank),
         state_(std::move(state)),
@@ -53,7 +59,7 @@ class OpRunner {
   // Runs one op (steps 1-6 above); body(const Deadline&).
   template <class Body>
   void run(const OpCall& c, Body&& body) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::timed_mutex> lock(*mu_);
     state_->throw_if_failed();
     check_call(c, member_, size_, job_rank_);
     if (moves_no_bytes(c)) {
@@ -91,7 +97,7 @@ class OpRunner {
   // Step 6, from inside the catch block of run().
   [[noreturn]] void settle(const OpCall& c);
 
-  std::mutex mu_;
+  std::shared_ptr<std::timed_mutex> mu_;
   int member_;
   int size_;
   int job_rank_;

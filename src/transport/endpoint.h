@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,9 @@ struct Network {
   // Microseconds small ops spin before sleeping (-1: the group decides from
   // the core count).
   int spin_us = -1;
+  // The lock the group's ops hold while they run (OpRunner's), shared with
+  // the WireBank (null: the group makes its own).
+  std::shared_ptr<std::timed_mutex> op_lock;
   // As in ControlBlock: the members on this kernel and their CPUs (0:
   // unknown).
   int host_ranks = 0;

@@ -323,6 +323,8 @@ Network make_tcp_network(ControlBlock conns) {
     bank->counts.assign(conns.wires.size(), {});
     bank->send_buffer = conns.send_buffer;
     bank->send_buffer.resize(conns.wires.size(), 0);
+    bank->ops = std::make_shared<std::timed_mutex>();
+    net.op_lock = bank->ops;
   }
   auto who = [&](int member) {
     return conns.names.empty() ? member

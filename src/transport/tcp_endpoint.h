@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/net.h"
@@ -42,6 +43,9 @@ struct WireBank {
   std::vector<std::vector<int>> fds;
   std::vector<std::vector<std::shared_ptr<WireCount>>> counts;
   std::vector<int> send_buffer;
+  // The group's op lock (OpRunner's, through Network::op_lock): held, no
+  // op of the group is on these wires.
+  std::shared_ptr<std::timed_mutex> ops;
 };
 
 // rank, peer: job ranks, for messages. sndbuf: the SO_SNDBUF the set-up

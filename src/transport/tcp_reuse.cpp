@@ -20,6 +20,10 @@ namespace {
 
 constexpr uint64_t kReuseMagic = 0x3130535752434a6aull;  // "jJCRWS01"
 
+// How long a take-over waits for an op of the parent still running on
+// another thread to end (it throws once it sees the failure).
+constexpr Millis kQuietWait{1000};
+
 // One wire whose parent's stream still has bytes to drop.
 struct Drain {
   int member;
@@ -122,6 +126,25 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
     if (can) {
       have[i] = std::min(want[i], static_cast<int>(bank.fds[p].size()));
       short_of = short_of || have[i] < want[i];
+    }
+  }
+  // A thread may still be inside an op of the parent on these wires: the
+  // parent has failed, so the op throws at its next wait (and a later one
+  // before it touches them), but a thread descheduled just before a send
+  // would put the end of the failed op into the new group's stream after
+  // its counts went out. So the counts are read holding the parent's op
+  // lock; a member that cannot have it soon says it cannot take over, and
+  // every member dials new connections.
+  std::unique_lock<std::timed_mutex> quiet;
+  if (can && bank.ops != nullptr) {
+    quiet = std::unique_lock<std::timed_mutex>(*bank.ops, std::defer_lock);
+    if (!quiet.try_lock_for(kQuietWait)) {
+      can = false;
+      JACCL_LOG(Info, "rank " << rank
+                              << ": an operation of the parent group is "
+                                 "still running on another thread after "
+                              << format_duration(kQuietWait)
+                              << ": its data connections are not taken over");
     }
   }
   // Mine: magic, can, short_of, then what I sent to member i on wire w

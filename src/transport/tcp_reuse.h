@@ -11,7 +11,10 @@
 // rest of a failed operation), and the stream is the new group's from
 // there on. Every member decides alike whether the connections can be
 // taken over (every one of them must say so in the gather); when not,
-// the caller dials new ones. Where the new plan wants more wires to a
+// the caller dials new ones. The counts are read under the parent's op
+// lock (WireBank::ops), so that no op of the parent still running on
+// another thread sends after them; a member that waits a second for it
+// cannot take over. Where the new plan wants more wires to a
 // member than the parent had (ring neighbours with several wires, past
 // 16 ranks), the caller dials only those.
 #pragma once

@@ -784,4 +784,48 @@ INSTANTIATE_TEST_SUITE_P(Planes, ElasticRevoke,
                          ::testing::Values("tcp", "shm", "ofi", "hier"),
                          plane_name);
 
+// A shrink over TCP takes the old group's data connections over once it
+// has read how far each stream got; an op of the old group still running
+// on another thread (here held inside its wait by a signal handler) could
+// send after that, into the new group's stream. So the take-over waits for
+// the old group's op lock, and with the op still held after that wait the
+// survivors dial new connections; the new group works with the old op
+// held and after it throws.
+TEST(ElasticBusy, OpOnAnotherThreadKeepsTheOldConnections) {
+  Plane plane = make_plane("tcp");
+  const int n = 3;
+  Job job = start(plane, "busy", n, [&](int) {
+    return Env{
+        {"JACCL_LOG", "info"},
+        {"ELASTIC_DIE_MS", std::to_string(3000 * jaccl::test::slowdown())}};
+  });
+  auto rs = job.wait(90s * jaccl::test::slowdown());
+  const std::string all = all_output(rs);
+  EXPECT_EQ(rs[2].term_signal, SIGKILL) << all;
+  for (int r = 0; r < 2; ++r) {
+    const std::string& out = rs[r].output;
+    EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << "\n" << all;
+    EXPECT_TRUE(on_plane("tcp", out)) << "rank " << r << "\n" << all;
+    EXPECT_EQ(line_of(out, "HELD"), "HELD") << "rank " << r << "\n" << all;
+    EXPECT_NE(out.find("still running on another thread"), std::string::npos)
+        << "rank " << r << "\n"
+        << all;
+    EXPECT_NE(out.find("dialing new ones"), std::string::npos)
+        << "rank " << r << "\n"
+        << all;
+    EXPECT_EQ(out.find("taken over from the parent"), std::string::npos)
+        << "rank " << r << "\n"
+        << all;
+    EXPECT_EQ(line_of(out, "VERIFIED ").rfind("VERIFIED 2 tcp", 0), 0u)
+        << "rank " << r << "\n"
+        << all;
+    EXPECT_EQ(line_of(out, "VERIFIED2 "), "VERIFIED2 2") << all;
+    const std::string busy = line_of(out, "BUSY_OP ");
+    EXPECT_TRUE(busy.rfind("BUSY_OP PeerLost | ", 0) == 0 ||
+                busy.rfind("BUSY_OP Revoked | ", 0) == 0)
+        << "rank " << r << ": " << busy << "\n"
+        << all;
+  }
+}
+
 }  // namespace

@@ -30,6 +30,14 @@
 //   revoke   rank 1 revokes while rank 0 waits in a recv from rank 2 and
 //            rank 2 sleeps (idle); each prints "REVOKED <kind> | <what>"
 //            (rank 2 on its next call), then all shrink ("VERIFIED").
+//   busy     3 ranks; rank 2 SIGKILLs itself after ELASTIC_DIE_MS. Ranks 0
+//            and 1 each start a thread that waits in a recv from the other
+//            (never sent: an op of the old group in flight) and stop that
+//            thread inside its wait (a signal whose handler blocks:
+//            "HELD"); once the death is known they revoke and shrink while
+//            it is held, check every op on the new group ("VERIFIED
+//            <size> <backend> members=<job ranks>"), let the thread go on
+//            ("BUSY_OP <kind> | <what>"), and check again ("VERIFIED2").
 //   grow     like kill (ELASTIC_VICTIMS die in a loop on ELASTIC_OP); the
 //            survivors revoke, shrink ("SHRUNK <size>"), then grow back to
 //            ELASTIC_GROW_TO (default: the job's size) and check every op
@@ -48,9 +56,12 @@
 // Exit 0: every check passed; 1: a check failed ("FAIL <what>"); 3: an
 // unexpected jaccl error ("UNEXPECTED <kind> | <what>").
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -500,6 +511,88 @@ int mode_revoke(GroupPtr g, int job) {
   return 0;
 }
 
+// mode_busy's held thread: the handler blocks until the pipe has a byte.
+int g_hold[2] = {-1, -1};
+
+void hold_here(int) {
+  const int saved = errno;
+  char c;
+  while (::read(g_hold[0], &c, 1) < 0 && errno == EINTR) {
+  }
+  errno = saved;
+}
+
+// The system call thread tid is in (/proc: its first field), -1 if none
+// can be read.
+long syscall_of(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  long nr = -1;
+  return f >> nr ? nr : -1;
+}
+
+bool await_syscall(pid_t tid, const std::vector<long>& nrs) {
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    const long nr = syscall_of(tid);
+    if (std::find(nrs.begin(), nrs.end(), nr) != nrs.end())
+      return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+int mode_busy(GroupPtr g, int job) {
+  if (job == 2) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(env_int("ELASTIC_DIE_MS", 3000)));
+    die_now();
+  }
+  if (::pipe(g_hold) != 0) {
+    say("FAIL pipe");
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = hold_here;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  std::atomic<pid_t> tid{0};
+  std::thread busy([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    std::vector<char> buf(64);
+    try {
+      g->recv(buf.data(), buf.size(), 1 - job);
+      say("FAIL the busy recv returned");
+    } catch (const jaccl::Error& e) {
+      say("BUSY_OP " + describe(e));
+    }
+  });
+  while (tid == 0)
+    std::this_thread::sleep_for(1ms);
+  // Held only once it waits inside the op: then the op holds the group.
+  std::vector<long> waits = {SYS_ppoll};
+#ifdef SYS_poll
+  waits.push_back(SYS_poll);
+#endif
+  check(await_syscall(tid, waits), "the busy thread never waited in poll");
+  ::syscall(SYS_tgkill, ::getpid(), static_cast<pid_t>(tid), SIGUSR1);
+  check(await_syscall(tid, {SYS_read}), "the busy thread was not held");
+  say("HELD");
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (g->failed_ranks().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  g->revoke();
+  GroupPtr s = g->shrink();
+  auto members = verify(*s, job, "shrunk");
+  say("VERIFIED " + std::to_string(s->size()) + " " + s->backend_name() +
+      " members=" + rank_list(members));
+  const char go = 1;
+  check(::write(g_hold[1], &go, 1) == 1, "release the busy thread");
+  busy.join();
+  members = verify(*s, job, "shrunk, old op over");
+  say("VERIFIED2 " + std::to_string(s->size()));
+  return 0;
+}
+
 // Every op on a grown group, whose ranks are its own.
 int after_grow(GroupPtr g) {
   const auto members = verify(*g, g->rank(), "grown");
@@ -627,6 +720,8 @@ int main(int argc, char** argv) {
       rc = mode_abort(g, job);
     } else if (mode == "revoke") {
       rc = mode_revoke(g, job);
+    } else if (mode == "busy") {
+      rc = mode_busy(std::move(g), job);
     } else if (mode == "grow") {
       rc = mode_grow(std::move(g), job);
     } else {
