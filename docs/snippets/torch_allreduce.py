@@ -11,5 +11,8 @@ rank, size = dist.get_rank(), dist.get_world_size()
 x = torch.full((4,), float(rank + 1))
 dist.all_reduce(x)  # SUM
 assert x.tolist() == [size * (size + 1) / 2] * 4, x
-print(f"rank {rank} of {size}: all_reduce over {jaccl_torch.data_plane(dist.group.WORLD)}: {x.tolist()}")
+# One write per line: torchrun starts ranks with python -u, and --tee would
+# print half of one rank's line beside the other's.
+print(f"rank {rank} of {size}: all_reduce over "
+      f"{jaccl_torch.data_plane(dist.group.WORLD)}: {x.tolist()}\n", end="")
 dist.destroy_process_group()
