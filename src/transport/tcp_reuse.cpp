@@ -137,8 +137,8 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
   // every member dials new connections.
   std::unique_lock<std::timed_mutex> quiet;
   if (can && bank.ops != nullptr) {
-    quiet = std::unique_lock<std::timed_mutex>(*bank.ops, std::defer_lock);
-    if (!quiet.try_lock_for(kQuietWait)) {
+    quiet = std::unique_lock<std::timed_mutex>(*bank.ops, kQuietWait);
+    if (!quiet.owns_lock()) {
       can = false;
       JACCL_LOG(Info, "rank " << rank
                               << ": an operation of the parent group is "

@@ -566,8 +566,13 @@ int mode_busy(GroupPtr g, int job) {
       say("BUSY_OP " + describe(e));
     }
   });
-  while (tid == 0)
+  const auto started = std::chrono::steady_clock::now() + 30s;
+  while (tid == 0 && std::chrono::steady_clock::now() < started)
     std::this_thread::sleep_for(1ms);
+  if (tid == 0) {
+    say("FAIL the busy thread never started");
+    std::exit(1);
+  }
   // Held only once it waits inside the op: then the op holds the group.
   std::vector<long> waits = {SYS_ppoll};
 #ifdef SYS_poll
