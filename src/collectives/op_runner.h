@@ -45,9 +45,8 @@ class OpRunner {
   // own): the group's lock, shared with what must know that no op runs.
   OpRunner(int member, int size, int job_rank,
            std::shared_ptr<FailureState> state, Millis op_timeout,
-           std::shared_ptr<std::timed_mutex> lock = nullptr)
-      : mu_(lock != nullptr ? std::move(lock)
-                            : std::make_shared<std::timed_mutex>()),
+           std::shared_ptr<std::mutex> lock = nullptr)
+      : mu_(lock != nullptr ? std::move(lock) : std::make_shared<std::mutex>()),
         member_(member),
         size_(size),
         job_rank_(job_rank),
@@ -59,7 +58,7 @@ class OpRunner {
   // Runs one op (steps 1-6 above); body(const Deadline&).
   template <class Body>
   void run(const OpCall& c, Body&& body) {
-    std::lock_guard<std::timed_mutex> lock(*mu_);
+    std::lock_guard<std::mutex> lock(*mu_);
     state_->throw_if_failed();
     check_call(c, member_, size_, job_rank_);
     if (moves_no_bytes(c)) {
@@ -97,7 +96,7 @@ class OpRunner {
   // Step 6, from inside the catch block of run().
   [[noreturn]] void settle(const OpCall& c);
 
-  std::shared_ptr<std::timed_mutex> mu_;
+  std::shared_ptr<std::mutex> mu_;
   int member_;
   int size_;
   int job_rank_;

@@ -208,7 +208,7 @@ struct Network {
   int spin_us = -1;
   // The lock the group's ops hold while they run (OpRunner's), shared with
   // the WireBank (null: the group makes its own).
-  std::shared_ptr<std::timed_mutex> op_lock;
+  std::shared_ptr<std::mutex> op_lock;
   // As in ControlBlock: the members on this kernel and their CPUs (0:
   // unknown).
   int host_ranks = 0;

@@ -323,7 +323,7 @@ Network make_tcp_network(ControlBlock conns) {
     bank->counts.assign(conns.wires.size(), {});
     bank->send_buffer = conns.send_buffer;
     bank->send_buffer.resize(conns.wires.size(), 0);
-    bank->ops = std::make_shared<std::timed_mutex>();
+    bank->ops = std::make_shared<std::mutex>();
     net.op_lock = bank->ops;
   }
   auto who = [&](int member) {

@@ -45,7 +45,7 @@ struct WireBank {
   std::vector<int> send_buffer;
   // The group's op lock (OpRunner's, through Network::op_lock): held, no
   // op of the group is on these wires.
-  std::shared_ptr<std::timed_mutex> ops;
+  std::shared_ptr<std::mutex> ops;
 };
 
 // rank, peer: job ranks, for messages. sndbuf: the SO_SNDBUF the set-up

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/bytes.h"
 #include "common/error.h"
@@ -23,6 +25,20 @@ constexpr uint64_t kReuseMagic = 0x3130535752434a6aull;  // "jJCRWS01"
 // How long a take-over waits for an op of the parent still running on
 // another thread to end (it throws once it sees the failure).
 constexpr Millis kQuietWait{1000};
+
+// try_lock until the deadline: the op lock is a plain mutex, and
+// std::timed_mutex's timed lock goes through pthread_mutex_clocklock, which
+// GCC 12's ThreadSanitizer does not see (it then reports the unlock as
+// one of an unlocked mutex).
+std::unique_lock<std::mutex> lock_within(std::mutex& mu, Millis wait) {
+  std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
+  const Deadline dl = Deadline::after(wait);
+  while (!lk.owns_lock() && !dl.expired()) {
+    std::this_thread::sleep_for(Millis(1));
+    lk.try_lock();
+  }
+  return lk;
+}
 
 // One wire whose parent's stream still has bytes to drop.
 struct Drain {
@@ -135,9 +151,9 @@ std::optional<ReusedWires> reuse_tcp_wires(const Config& cfg, SideChannel& sc,
   // its counts went out. So the counts are read holding the parent's op
   // lock; a member that cannot have it soon says it cannot take over, and
   // every member dials new connections.
-  std::unique_lock<std::timed_mutex> quiet;
+  std::unique_lock<std::mutex> quiet;
   if (can && bank.ops != nullptr) {
-    quiet = std::unique_lock<std::timed_mutex>(*bank.ops, kQuietWait);
+    quiet = lock_within(*bank.ops, kQuietWait);
     if (!quiet.owns_lock()) {
       can = false;
       JACCL_LOG(Info, "rank " << rank
