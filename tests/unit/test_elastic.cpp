@@ -819,7 +819,8 @@ TEST(ElasticBusy, OpOnAnotherThreadKeepsTheOldConnections) {
     EXPECT_EQ(line_of(out, "VERIFIED ").rfind("VERIFIED 2 tcp", 0), 0u)
         << "rank " << r << "\n"
         << all;
-    EXPECT_EQ(line_of(out, "VERIFIED2 "), "VERIFIED2 2") << all;
+    EXPECT_EQ(line_of(out, "VERIFIED2 "), "VERIFIED2 2") << "rank " << r << "\n"
+                                                         << all;
     const std::string busy = line_of(out, "BUSY_OP ");
     EXPECT_TRUE(busy.rfind("BUSY_OP PeerLost | ", 0) == 0 ||
                 busy.rfind("BUSY_OP Revoked | ", 0) == 0)

@@ -135,12 +135,26 @@ std::string describe(const jaccl::Error& e) {
     ::pause();
 }
 
-void wait_for_file(const std::string& path) {
-  const auto until = std::chrono::steady_clock::now() + 60s;
-  while (!std::filesystem::exists(path) &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(5ms);
+// Polls done() every step until it holds or limit passes; its last value.
+template <class Done>
+bool await_until(Done done, std::chrono::milliseconds limit,
+                 std::chrono::milliseconds step) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::sleep_for(step);
   }
+  return true;
+}
+
+void wait_for_file(const std::string& path) {
+  await_until([&] { return std::filesystem::exists(path); }, 60s, 5ms);
+}
+
+// Until g knows a failed member (at most 30 s).
+void await_failure(jaccl::Group& g) {
+  await_until([&] { return !g.failed_ranks().empty(); }, 30s, 5ms);
 }
 
 // The job ranks of g's members, in member order.
@@ -467,9 +481,7 @@ int mode_abort(GroupPtr g, int job) {
   }
   // Idle (a barrier would not match the aborter's recv): wait until the
   // aborter is known failed, then find the group failed.
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (g->failed_ranks().empty() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(5ms);
+  await_failure(*g);
   say("SAW_FAILED " + rank_list(g->failed_ranks()));
   try {
     g->barrier();
@@ -531,14 +543,11 @@ long syscall_of(pid_t tid) {
 }
 
 bool await_syscall(pid_t tid, const std::vector<long>& nrs) {
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (std::chrono::steady_clock::now() < until) {
-    const long nr = syscall_of(tid);
-    if (std::find(nrs.begin(), nrs.end(), nr) != nrs.end())
-      return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return false;
+  return await_until(
+      [&] {
+        return std::find(nrs.begin(), nrs.end(), syscall_of(tid)) != nrs.end();
+      },
+      30s, 1ms);
 }
 
 int mode_busy(GroupPtr g, int job) {
@@ -566,10 +575,7 @@ int mode_busy(GroupPtr g, int job) {
       say("BUSY_OP " + describe(e));
     }
   });
-  const auto started = std::chrono::steady_clock::now() + 30s;
-  while (tid == 0 && std::chrono::steady_clock::now() < started)
-    std::this_thread::sleep_for(1ms);
-  if (tid == 0) {
+  if (!await_until([&] { return tid != 0; }, 30s, 1ms)) {
     say("FAIL the busy thread never started");
     std::exit(1);
   }
@@ -582,9 +588,7 @@ int mode_busy(GroupPtr g, int job) {
   ::syscall(SYS_tgkill, ::getpid(), static_cast<pid_t>(tid), SIGUSR1);
   check(await_syscall(tid, {SYS_read}), "the busy thread was not held");
   say("HELD");
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (g->failed_ranks().empty() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(5ms);
+  await_failure(*g);
   g->revoke();
   GroupPtr s = g->shrink();
   auto members = verify(*s, job, "shrunk");
