@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -14,11 +15,16 @@ namespace jaccl::detail {
 
 namespace {
 
+// Case aside (NCCL's users write NCCL_DEBUG=INFO). An unknown value keeps
+// the default and says so once: the level is read before any config exists,
+// so it cannot make one invalid as the other variables do.
 LogLevel parse_level(const char* s) {
   if (s == nullptr || *s == '\0') {
     return LogLevel::Warn;
   }
-  std::string_view v(s);
+  std::string v(s);
+  for (char& c : v)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v == "off" || v == "0")
     return LogLevel::Off;
   if (v == "error" || v == "1")
@@ -31,6 +37,10 @@ LogLevel parse_level(const char* s) {
     return LogLevel::Debug;
   if (v == "trace" || v == "5")
     return LogLevel::Trace;
+  log_write(LogLevel::Warn,
+            "JACCL_LOG='" + std::string(s) +
+                "' is not a level (off, error, warn, info, debug, trace or "
+                "0-5); logging at warn");
   return LogLevel::Warn;
 }
 

@@ -10,7 +10,8 @@ namespace jaccl::detail {
 enum class LogLevel { Off = 0, Error, Warn, Info, Debug, Trace };
 
 // Current level (parsed once from JACCL_LOG: off|error|warn|info|debug|trace
-// or 0..5; default warn).
+// in any case, or 0..5; default warn, also for an unknown value, which is
+// named on stderr).
 LogLevel log_level();
 void set_log_level(LogLevel level);
 void log_write(LogLevel level, const std::string& msg);

@@ -747,6 +747,31 @@ TEST(Launcher, TooFewOpenFilesForTheControlMeshIsNamed) {
       << r.output;
 }
 
+// JACCL_LOG as NCCL's users spell NCCL_DEBUG, and a level that is none.
+TEST(Launcher, LogLevelIgnoresCaseAndAnUnknownOneIsNamed) {
+  const std::string hello = std::string(JACCL_EXAMPLES_DIR) + "/hello";
+  ProcResult upper =
+      launch({"-n", "2", "--env", "JACCL_LOG=INFO", "--", hello});
+  ASSERT_TRUE(upper.exited_ok()) << upper.describe() << "\n" << upper.output;
+  EXPECT_NE(upper.output.find("[jaccl info pid"), std::string::npos)
+      << upper.output;
+  ProcResult bad =
+      launch({"-n", "2", "--env", "JACCL_LOG=verbose", "--", hello});
+  ASSERT_TRUE(bad.exited_ok()) << bad.describe() << "\n" << bad.output;
+  for (const char* rank : {"[0] ", "[1] "}) {
+    EXPECT_NE(bad.output.find(std::string(rank) + "[jaccl warn pid"),
+              std::string::npos)
+        << bad.output;
+  }
+  EXPECT_NE(bad.output.find("JACCL_LOG='verbose' is not a level (off, error, "
+                            "warn, info, debug, trace or 0-5); logging at "
+                            "warn"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_EQ(bad.output.find("[jaccl info pid"), std::string::npos)
+      << bad.output;
+}
+
 // ------------------------------------------------------------------ signals
 
 TEST(Launcher, SignalsAreForwardedAndNothingIsLeft) {

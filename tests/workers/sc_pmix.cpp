@@ -68,15 +68,20 @@ int stall(int rank, int size, const std::string& dir) {
                 size - 1);
   } catch (const TimeoutError& e) {
     std::printf("sc_pmix rank %d timeout: %s\n", rank, e.what());
-    // Broken after a timeout: the next call fails at once.
-    const auto t0 = std::chrono::steady_clock::now();
+    // Broken after a timeout: the next call fails at once, naming the
+    // first failure, instead of waiting for a fence again (which would
+    // end in a second TimeoutError). Judged by the error, not a clock: a
+    // loaded machine can hold a process past any bound.
     try {
       fn(in, out, sizeof(in));
       std::printf("sc_pmix rank %d: a call after the timeout worked\n", rank);
+    } catch (const TimeoutError& again) {
+      std::printf(
+          "sc_pmix rank %d: a call after the timeout waited again: %s\n", rank,
+          again.what());
     } catch (const Error& again) {
-      const auto took = std::chrono::steady_clock::now() - t0;
       std::printf("sc_pmix rank %d after timeout: %s\n", rank, again.what());
-      status = took < 500ms ? 0 : 1;
+      status = 0;
     }
   }
   std::fflush(stdout);

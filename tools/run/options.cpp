@@ -103,9 +103,10 @@ std::optional<int> parse(int argc, char** argv, Options& opt) {
       "--elastic", opt.elastic.enabled,
       "a rank that fails or dies does not stop the others (they can shrink "
       "their group and carry on); the job ends when every rank has exited, "
-      "with a line naming which finished and how each other ended. Every "
-      "rank gets JACCL_GROW_CHANNEL, a store jaccl-run hosts where the "
-      "survivors' grows meet");
+      "with a line naming which finished and how each other ended. When "
+      "every rank runs on this host, each gets JACCL_GROW_CHANNEL, a store "
+      "jaccl-run hosts where the survivors' grows meet (across hosts, set "
+      "your own: file:// or redis://)");
   elastic
       ->add_option(
           "--restart", opt.elastic.restart,
