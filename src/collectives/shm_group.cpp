@@ -103,12 +103,18 @@ uint64_t ShmGroup::default_chunk_bytes() {
 // 16-64 KiB (all_gather), level from 512 KiB in their larger window, so
 // theirs stop at a quarter of it.
 size_t ShmGroup::band_of(size_t bytes) {
+  if (bytes < kBandMinBytes)
+    return 0;
+  // The window serves the large all_sums' chunks as well: mapped for the
+  // first op that stages into it, banded or not.
+  if (!populated_) {
+    ch_.populate_staging(chunk_bytes_);
+    populated_ = true;
+  }
   const size_t span = ShmLayout::align(bytes, kCacheLine);
   const size_t most = chunk_bytes_ / (ch_.oversubscribed() ? 4 : 2);
-  if (bytes < kBandMinBytes || span > most)
+  if (span > most)
     return 0;
-  if (bands_ == 0)
-    ch_.populate_staging(chunk_bytes_);
   return bands_++ % (chunk_bytes_ / span) * span;
 }
 

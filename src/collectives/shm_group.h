@@ -188,6 +188,7 @@ class ShmGroup : public Group {
   const A2aPlace a2a_after_row_;
   std::vector<char> reduce_scratch_;  // reduce_large in place, rank >= 2
   uint64_t bands_ = 0;                // band_of: bands handed out so far
+  bool populated_ = false;            // band_of: the window is mapped
   int direct_ = -1;                   // a2a_direct_ok: -1 not probed yet
   uint64_t probe_word_ = 0;           // what peers read in the probe
   // The first guess at whether an op whose ranks each touch `bytes` of

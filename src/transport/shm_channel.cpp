@@ -32,6 +32,9 @@ constexpr uint64_t kMoveEverySteps = 1024;
 // medians 0.73-0.92x the time at 8 B-2 MiB; moved beside a busy task, the
 // ranks sat behind its slices (1.4-3.8 ms a call), hence the gate.
 constexpr uint64_t kHomeEverySteps = 64;
+// populate_staging touches one byte in each run of this many (the smallest
+// page size: with larger pages, a few touches more than needed).
+constexpr size_t kPageBytes = 4096;
 
 struct P2pHeader {
   uint64_t magic;
@@ -315,21 +318,28 @@ void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
 }
 
 void ShmChannel::populate_staging(size_t bytes) const {
-#ifdef MADV_POPULATE_WRITE
   bytes = std::min(bytes, layout_.slot_bytes);
-  auto populate = [&](size_t off) {
-    [[maybe_unused]] int rc =
-        ::madvise(base_ + off, bytes, MADV_POPULATE_WRITE);
+  // writes: an atomic add of zero, so that a peer reading or writing the
+  // page meanwhile finds every byte as it was.
+  auto prepare = [&](size_t off, bool writes) {
+    char* at = base_ + off;
+#ifdef MADV_POPULATE_WRITE
+    [[maybe_unused]] int rc = ::madvise(at, bytes, MADV_POPULATE_WRITE);
+#endif
+    for (size_t o = 0; o < bytes; o += kPageBytes) {
+      if (writes) {
+        __atomic_fetch_add(at + o, 0, __ATOMIC_RELAXED);
+      } else {
+        (void)*static_cast<volatile const char*>(at + o);
+      }
+    }
   };
   for (int r = 0; r < size_; ++r) {
-    populate(layout_.slot_off(r, 0));
-    populate(layout_.slot_off(r, 1));
+    prepare(layout_.slot_off(r, 0), r == rank_);
+    prepare(layout_.slot_off(r, 1), r == rank_);
   }
-  populate(layout_.result_off(0));
-  populate(layout_.result_off(1));
-#else
-  (void)bytes;
-#endif
+  prepare(layout_.result_off(0), true);
+  prepare(layout_.result_off(1), true);
 }
 
 }  // namespace jaccl::detail

@@ -78,7 +78,11 @@ class ShmChannel {
   // process at once: each page is otherwise a fault when first touched
   // (dear where a VM traps page-table writes), and an op that moves its
   // staging from call to call would take them one call at a time. Best
-  // effort (older kernels lack the call).
+  // effort (older kernels lack the call). Then touches each page once as
+  // the ops will (writes its own slots and the result, reads the peers'
+  // slots), without changing a byte: on this VM a process's first access
+  // to a page stayed dear after the mapping (BENCHMARKS.md, History,
+  // "first touches of the staging window").
   void populate_staging(size_t bytes) const;
   // What rank q announced at the last step.
   const ShmStepDesc& announced(int q) const { return line(q, step_).desc; }
