@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+# A tree configured here has line tables only (-g1): a backtrace still names
+# file and line, and a fresh machine compiles it ~25 % faster than at -g.
+args=()
+[ -f "${BUILD_DIR:-build}/CMakeCache.txt" ] ||
+  args=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+bash scripts/build.sh "${args[@]}"
 # MLX on this jaccl (label mlx) before the suites, with every core: a first
 # build takes ~8 minutes on 2 cores, later runs only relink. ctest's
 # mlx_build_* tests redo this check in seconds (and fail, saying where the

@@ -19,6 +19,7 @@
 #include "common/reduce.h"
 #include "jaccl/jaccl.h"
 #include "support/group_kinds.h"
+#include "support/slowdown.h"
 #include "transport/tcp_endpoint.h"
 
 namespace jaccl::detail {
@@ -345,7 +346,12 @@ INSTANTIATE_TEST_SUITE_P(Topologies, Collectives,
 // 4 MiB float32 (ring path, both in mesh and ring groups) and random floats:
 // every rank must end with the same bytes.
 TEST(CollectivesLarge, FourMiBFloat32) {
-  for (Topo t : {Topo{2, 3, false}, Topo{3, 1, true}, Topo{4, 2, false}}) {
+  std::vector<Topo> topos = {Topo{2, 3, false}, Topo{3, 1, true}};
+  // Under TSan the 2- and 3-rank topologies (three wires; the ring) keep
+  // the large path: the 4-rank one alone took over a minute there.
+  if (jaccl::test::slowdown() != 4)
+    topos.push_back(Topo{4, 2, false});
+  for (Topo t : topos) {
     SCOPED_TRACE(topo_name({t, 0}));
     auto g = make_groups({.n = t.n, .wires = t.wires, .ring = t.ring});
     check_all_ops(g, Float32, (size_t(4) << 20) / 4 + 1, 3);

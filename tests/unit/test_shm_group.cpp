@@ -34,6 +34,15 @@ std::string unique_name() {
 // The ops' deadline in these tests, longer in a sanitizer build.
 const Millis kOpTimeout = Millis(20000) * jaccl::test::slowdown();
 
+// Under TSan every byte a test writes or compares is instrumented, and the
+// heaviest tests here took minutes each (a third of CI's TSan run): there
+// they move less data, sized so that every path is still taken (larger
+// than the small path, the direct threshold and, with kTsanBudget, several
+// rounds of the staging window).
+constexpr bool kTsan = jaccl::test::slowdown() == 4;
+constexpr size_t kBudget = size_t(8) << 20;
+constexpr size_t kTsanBudget = kTsan ? size_t(2) << 20 : kBudget;
+
 // One all_to_allv as rank `me` of `size` sees it: rank f sends rank t
 // sends(f, t) bytes, byte i of them byte(f, t, i).
 struct VPlan {
@@ -59,7 +68,7 @@ VPlan v_plan(int me, int size, Sends sends, Byte byte) {
 // Runs body(group) on `size` threads sharing one segment; rethrows the first
 // exception.
 void run_ranks(int size, const std::function<void(Group&)>& body,
-               size_t budget = 8 << 20, Millis op_timeout = kOpTimeout,
+               size_t budget = kBudget, Millis op_timeout = kOpTimeout,
                ShmStrategy strategy = ShmStrategy::Auto) {
   auto layout = ShmLayout::for_budget(size, budget);
   std::string name = unique_name();
@@ -121,65 +130,74 @@ class ShmSizes : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmSizes, AllSumFloatAndInt) {
   int size = GetParam();
-  for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000),
-                       size_t(8193), size_t(3 << 20) + 3}) {
-    run_ranks(size, [&](Group& g) {
-      std::vector<float> x(count), y(count);
-      std::vector<int32_t> a(count), b(count);
-      for (size_t i = 0; i < count; ++i) {
-        x[i] = float(g.rank() + 1) * float(i % 13);
-        a[i] = int32_t(g.rank() * 1000 + i);
-      }
-      g.all_sum(x.data(), y.data(), count * 4, Float32);
-      g.all_max(a.data(), b.data(), count * 4, Int32);
-      float ranks = float(size * (size + 1) / 2);
-      for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(y[i], ranks * float(i % 13)) << "i=" << i;
-        ASSERT_EQ(b[i], int32_t((size - 1) * 1000 + i));
-      }
-      // In place.
-      g.all_sum(x.data(), x.data(), count * 4, Float32);
-      ASSERT_TRUE(count == 0 ||
-                  std::memcmp(x.data(), y.data(), count * 4) == 0);
-    });
+  const size_t largest = kTsan ? size_t(1 << 18) + 3 : size_t(3 << 20) + 3;
+  for (size_t count :
+       {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(8193), largest}) {
+    run_ranks(
+        size,
+        [&](Group& g) {
+          std::vector<float> x(count), y(count);
+          std::vector<int32_t> a(count), b(count);
+          for (size_t i = 0; i < count; ++i) {
+            x[i] = float(g.rank() + 1) * float(i % 13);
+            a[i] = int32_t(g.rank() * 1000 + i);
+          }
+          g.all_sum(x.data(), y.data(), count * 4, Float32);
+          g.all_max(a.data(), b.data(), count * 4, Int32);
+          float ranks = float(size * (size + 1) / 2);
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(y[i], ranks * float(i % 13)) << "i=" << i;
+            ASSERT_EQ(b[i], int32_t((size - 1) * 1000 + i));
+          }
+          // In place.
+          g.all_sum(x.data(), x.data(), count * 4, Float32);
+          ASSERT_TRUE(count == 0 ||
+                      std::memcmp(x.data(), y.data(), count * 4) == 0);
+        },
+        kTsanBudget);
   }
 }
 
 TEST_P(ShmSizes, AllGatherSumScatterBroadcast) {
   int size = GetParam();
-  for (size_t n : {size_t(0), size_t(8), size_t(1000), size_t(5 << 20)}) {
-    run_ranks(size, [&](Group& g) {
-      std::vector<uint8_t> in(n), out(n * size);
-      for (size_t i = 0; i < n; ++i)
-        in[i] = uint8_t(g.rank() * 31 + i);
-      g.all_gather(in.data(), out.data(), n);
-      // One comparison per rank's block: a per-byte ASSERT over 8 x 5 MiB
-      // takes longer under TSan than the peers' op deadline.
-      std::vector<uint8_t> want(n);
-      for (int q = 0; q < size; ++q) {
-        for (size_t i = 0; i < n; ++i)
-          want[i] = uint8_t(q * 31 + i);
-        ASSERT_TRUE(std::equal(want.begin(), want.end(), out.begin() + q * n))
-            << "block of rank " << q;
-      }
-      size_t count = n / 4;
-      std::vector<int32_t> chunks(count * size), mine(count);
-      for (size_t i = 0; i < chunks.size(); ++i) {
-        chunks[i] = int32_t(i + g.rank());
-      }
-      g.sum_scatter(chunks.data(), mine.data(), count * 4, Int32);
-      // sum over q of (rank * count + i + q)
-      const int32_t q_sum = int32_t(size * (size - 1) / 2);
-      for (size_t i = 0; i < count; ++i) {
-        if (mine[i] != int32_t(size * (g.rank() * count + i)) + q_sum)
-          FAIL() << "sum_scatter element " << i << ": " << mine[i];
-      }
-      std::vector<uint8_t> buf(n, uint8_t(g.rank()));
-      g.broadcast(buf.data(), n, size - 1);
-      ASSERT_EQ(std::count(buf.begin(), buf.end(), uint8_t(size - 1)),
-                std::ptrdiff_t(n));
-      g.barrier();
-    });
+  const size_t largest = kTsan ? size_t(1 << 20) + 5 : size_t(5 << 20);
+  for (size_t n : {size_t(0), size_t(8), size_t(1000), largest}) {
+    run_ranks(
+        size,
+        [&](Group& g) {
+          std::vector<uint8_t> in(n), out(n * size);
+          for (size_t i = 0; i < n; ++i)
+            in[i] = uint8_t(g.rank() * 31 + i);
+          g.all_gather(in.data(), out.data(), n);
+          // One comparison per rank's block: a per-byte ASSERT over 8 x 5 MiB
+          // takes longer under TSan than the peers' op deadline.
+          std::vector<uint8_t> want(n);
+          for (int q = 0; q < size; ++q) {
+            for (size_t i = 0; i < n; ++i)
+              want[i] = uint8_t(q * 31 + i);
+            ASSERT_TRUE(
+                std::equal(want.begin(), want.end(), out.begin() + q * n))
+                << "block of rank " << q;
+          }
+          size_t count = n / 4;
+          std::vector<int32_t> chunks(count * size), mine(count);
+          for (size_t i = 0; i < chunks.size(); ++i) {
+            chunks[i] = int32_t(i + g.rank());
+          }
+          g.sum_scatter(chunks.data(), mine.data(), count * 4, Int32);
+          // sum over q of (rank * count + i + q)
+          const int32_t q_sum = int32_t(size * (size - 1) / 2);
+          for (size_t i = 0; i < count; ++i) {
+            if (mine[i] != int32_t(size * (g.rank() * count + i)) + q_sum)
+              FAIL() << "sum_scatter element " << i << ": " << mine[i];
+          }
+          std::vector<uint8_t> buf(n, uint8_t(g.rank()));
+          g.broadcast(buf.data(), n, size - 1);
+          ASSERT_EQ(std::count(buf.begin(), buf.end(), uint8_t(size - 1)),
+                    std::ptrdiff_t(n));
+          g.barrier();
+        },
+        kTsanBudget);
   }
 }
 
@@ -462,9 +480,11 @@ constexpr int kPastTheTrials =
 
 TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
   const int size = 3;
-  const std::vector<size_t> counts = {(size_t(40) << 10) / 4 + 3,
-                                      (size_t(1) << 20) / 4 + 17,
-                                      (size_t(3) << 20) / 4 + 1};
+  std::vector<size_t> counts = {(size_t(40) << 10) / 4 + 3,
+                                (size_t(1) << 20) / 4 + 17,
+                                (size_t(3) << 20) / 4 + 1};
+  if (kTsan)
+    counts.pop_back();  // 1 MiB already takes several rounds at kTsanBudget
   // strategy -> rank -> FNV-1a of the outputs of the first calls
   std::vector<std::vector<uint64_t>> bits(5);
   for (int st = 0; st < 5; ++st) {
@@ -514,7 +534,7 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
                   shm.strategy_for(kind, count * 4));
           }
         },
-        8 << 20, kOpTimeout, static_cast<ShmStrategy>(st));
+        kTsanBudget, kOpTimeout, static_cast<ShmStrategy>(st));
     expect_same_choices(chosen, st);
   }
   for (int st = 0; st < 5; ++st) {
@@ -547,9 +567,13 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
           [&](Group& g) {
             auto& shm = dynamic_cast<ShmGroup&>(g);
             const int me = g.rank();
-            for (size_t block :
-                 {(size_t(20) << 10) + 3, (size_t(300) << 10) + 5,
-                  (size_t(3) << 20) + 61}) {
+            // Under TSan, 300 KiB takes several rounds of kTsanBudget's
+            // window.
+            std::vector<size_t> blocks = {(size_t(20) << 10) + 3,
+                                          (size_t(300) << 10) + 5};
+            if (!kTsan)
+              blocks.push_back((size_t(3) << 20) + 61);
+            for (size_t block : blocks) {
               // all_to_all: `block` bytes to every rank.
               std::vector<uint8_t> in(block * P), out(block * P),
                   want(block * P);
@@ -587,7 +611,7 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
                     shm.strategy_for(ShmTuner::kAllToAll, block * P));
             }
           },
-          8 << 20, kOpTimeout, static_cast<ShmStrategy>(st));
+          kTsanBudget, kOpTimeout, static_cast<ShmStrategy>(st));
       expect_same_choices(chosen, st);
     }
   }
@@ -629,7 +653,9 @@ TEST(ShmGroup, AllToAllvRanksGuessingDifferentlyDeliverEveryByte) {
           size,
           [&](Group& g) {
             const int me = g.rank();
-            for (int call = 0; call < 24; ++call) {
+            // Each pattern twice under TSan (the counts still change
+            // from call to call), about five times otherwise.
+            for (int call = 0; call < (kTsan ? 10 : 24); ++call) {
               const Pattern& pat =
                   patterns[static_cast<size_t>(call) % patterns.size()];
               const VPlan v =

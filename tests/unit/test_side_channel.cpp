@@ -28,13 +28,15 @@
 #include "bootstrap/side_channel.h"
 #include "group/make_group.h"
 #include "jaccl/jaccl.h"
+#include "support/slowdown.h"
 
 namespace jaccl::detail {
 namespace {
 
 using namespace std::chrono_literals;
 
-constexpr Millis kLong = 30s;     // never reached unless something is broken
+// Never reached unless something is broken (longer in a sanitizer build).
+constexpr Millis kLong = 30s * test::slowdown();
 constexpr Millis kShort = 300ms;  // for tests that expect a timeout
 constexpr uint64_t kFp = 0x1111222233334444ull;
 
@@ -219,6 +221,13 @@ TEST(SideChannel, SmallFramesCarryEveryPathPastAThousandRanks) {
   // 1100 thread ranks: 232-byte frames, so a value and a barrier stay
   // inline, a larger payload and a long card take the second round, and a
   // rank that passes another size is still named at every rank.
+  if (test::slowdown() == 4) {
+    // TSan's vector clocks grow with the thread count, so each of the
+    // 1100 threads' synchronisations costs ~1100x: over 100 s idle, past
+    // kLong on a loaded CI machine. What this checks is frame sizing, which
+    // the plain and ASan builds run; TSan runs the same paths at 2-8 ranks.
+    GTEST_SKIP() << "1100 threads under TSan";
+  }
   const int P = SideChannel::kFullFrameRanks + 76;
   const size_t slot = SideChannel::frame_bytes(P) - SideChannel::kHeaderBytes;
   ASSERT_LT(slot, SideChannel::kInlineBytes);
