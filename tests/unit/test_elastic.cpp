@@ -511,6 +511,12 @@ std::vector<KillCase> kill_cases() {
                                         "sendrecv",    "barrier"};
   int seed = 11;
   for (const std::string plane : {"tcp", "shm", "ofi", "hier"}) {
+    // Under TSan each libfabric job here takes 40-85 s (opening a domain
+    // and its endpoints ~7 s): there ofi keeps its two cases below (a kill
+    // in all_to_all, one during the shrink) and the per-op rows run on the
+    // other planes.
+    if (plane == "ofi" && jaccl::test::slowdown() == 4)
+      continue;
     for (size_t i = 0; i < ops.size(); ++i) {
       const int n = i % 2 == 0 ? 3 : 4;
       const int victim = static_cast<int>((i * 5 + plane.size()) % n);
