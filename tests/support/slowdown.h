@@ -19,4 +19,14 @@ constexpr int slowdown() {
 #endif
 }
 
+// A TSan build: there the heaviest tests move less data, every path still
+// taken (docs/development.md).
+constexpr bool under_tsan() {
+#if defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 }  // namespace jaccl::test

@@ -39,7 +39,7 @@ const Millis kOpTimeout = Millis(20000) * jaccl::test::slowdown();
 // they move less data, sized so that every path is still taken (larger
 // than the small path, the direct threshold and, with kTsanBudget, several
 // rounds of the staging window).
-constexpr bool kTsan = jaccl::test::slowdown() == 4;
+constexpr bool kTsan = jaccl::test::under_tsan();
 constexpr size_t kBudget = size_t(8) << 20;
 constexpr size_t kTsanBudget = kTsan ? size_t(2) << 20 : kBudget;
 

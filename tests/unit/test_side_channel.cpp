@@ -221,7 +221,7 @@ TEST(SideChannel, SmallFramesCarryEveryPathPastAThousandRanks) {
   // 1100 thread ranks: 232-byte frames, so a value and a barrier stay
   // inline, a larger payload and a long card take the second round, and a
   // rank that passes another size is still named at every rank.
-  if (test::slowdown() == 4) {
+  if (test::under_tsan()) {
     // TSan's vector clocks grow with the thread count, so each of the
     // 1100 threads' synchronisations costs ~1100x: over 100 s idle, past
     // kLong on a loaded CI machine. What this checks is frame sizing, which
