@@ -80,6 +80,20 @@ ProcessGroupJaccl::ProcessGroupJaccl(
     std::chrono::milliseconds timeout)
     : BackendBase(rank, size) {
   jaccl::Config cfg = jaccl::Config::from_env();
+  if (cfg.get_join() >= 0) {
+    // torch's rendezvous says who is in the job; no jaccl grow waits for
+    // this process (with the torch store as its channel it would wait out
+    // the timeout instead).
+    jaccl::ErrorInfo info;
+    info.rank = rank;
+    info.detail = "JACCL_JOIN=" + std::to_string(cfg.get_join()) +
+                  " is set, but a torch.distributed process group takes its "
+                  "members from torch's rendezvous (this process: rank " +
+                  std::to_string(rank) + " of " + std::to_string(size) +
+                  "), not from a jaccl grow: unset JACCL_JOIN (it is for "
+                  "programs that call jaccl::init or jaccl.init themselves)";
+    throw jaccl::ConfigError(std::move(info));
+  }
   cfg.set_rank(rank)
       .set_size(size)
       .set_timeout(timeout)

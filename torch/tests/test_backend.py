@@ -119,6 +119,24 @@ def test_missing_rank_is_named(ranks, tmp_path):
         assert "FAILED: TimeoutError:" in failed[0], job.report()
 
 
+# JACCL_JOIN (a newcomer to a jaccl grow) means nothing to a torch job,
+# whose members come from torch's rendezvous: a clear ConfigError at once,
+# not a wait for a grow that never comes.
+@pytest.mark.integration
+def test_jaccl_join_is_refused(ranks, tmp_path):
+    init = "file://" + str(tmp_path / "store")
+    job = ranks(2, "join", {"JT_INIT": init, "JACCL_JOIN": "1",
+                            "JT_TIMEOUT": "60"})
+    codes = job.wait(30)
+    for r in (0, 1):
+        assert codes[r] == 3, job.report()
+        failed = [l for l in job.out[r].splitlines() if "FAILED:" in l]
+        assert failed, job.report()
+        assert "FAILED: ConfigError:" in failed[0], job.report()
+        assert "JACCL_JOIN=1" in failed[0], job.report()
+        assert f"rank {r} of 2" in failed[0], job.report()
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("method", ["tcp", "file"])
 def test_init_methods(ranks, tmp_path, method):
