@@ -81,9 +81,9 @@ ProcessGroupJaccl::ProcessGroupJaccl(
     : BackendBase(rank, size) {
   jaccl::Config cfg = jaccl::Config::from_env();
   if (cfg.get_join() >= 0) {
-    // torch's rendezvous says who is in the job; no jaccl grow waits for
-    // this process (with the torch store as its channel it would wait out
-    // the timeout instead).
+    // torch's rendezvous says who is in the job and no torch rank calls
+    // grow: ranks that all had it used to build a "generation 1" group
+    // unasked; a lone one would look for a grow nobody makes.
     jaccl::ErrorInfo info;
     info.rank = rank;
     info.detail = "JACCL_JOIN=" + std::to_string(cfg.get_join()) +

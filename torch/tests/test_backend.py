@@ -120,8 +120,8 @@ def test_missing_rank_is_named(ranks, tmp_path):
 
 
 # JACCL_JOIN (a newcomer to a jaccl grow) means nothing to a torch job,
-# whose members come from torch's rendezvous: a clear ConfigError at once,
-# not a wait for a grow that never comes.
+# whose members come from torch's rendezvous: a clear ConfigError at once
+# (without the check these ranks silently joined each other and exited 0).
 @pytest.mark.integration
 def test_jaccl_join_is_refused(ranks, tmp_path):
     init = "file://" + str(tmp_path / "store")
