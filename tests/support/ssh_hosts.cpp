@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -130,7 +131,13 @@ std::string SshHosts::setup(int count) {
                            "KbdInteractiveAuthentication no\n"
                            "PermitRootLogin prohibit-password\nPrintMotd no\n"
                            "MaxStartups 100\nMaxSessions 100\n"
-                           "LogLevel ERROR\n";
+                           "LogLevel ERROR\n"
+                           // bash reads ~/.bashrc for an ssh command only
+                           // below SHLVL 2: the hosts must not depend on
+                           // this machine's login setup (a stale pyenv
+                           // rehash lock there made every session wait
+                           // 60 s, and the whole ssh suite time out).
+                           "SetEnv SHLVL=1\n";
     // Its own IPC namespace, so its sessions share memory only with each
     // other; -D keeps it our child, -e logs to its stderr.
     sshd_.push_back(std::make_unique<Job>(
@@ -141,13 +148,18 @@ std::string SshHosts::setup(int count) {
   }
   write_ssh_config();
   // Up when an ssh to it runs a command (sshd needs a moment to listen).
+  // One budget for all of it, well inside ctest's timeout, so a host that
+  // is slow to answer fails the setup with ssh's words instead of a hang.
+  const auto until = std::chrono::steady_clock::now() + 60s;
   for (int h = 0; h < count; ++h) {
     ProcResult last;
-    for (int attempt = 0; attempt < 50; ++attempt) {
+    while (true) {
       std::vector<std::string> args = {
           "-F", d + "/ssh_config", "-o", "BatchMode=yes", ips_[h], "true"};
-      last = run("ssh", args, {}, 20s);
-      if (last.exited_ok()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      last = run("ssh", args, {}, std::max(left, 1000ms));
+      if (last.exited_ok() || std::chrono::steady_clock::now() >= until) {
         break;
       }
       std::this_thread::sleep_for(100ms);
