@@ -18,7 +18,8 @@
 // mean, and the first call's median, 90th percentile and slowest over the
 // ranks; and first_call_cpu_ms, the CPU time (user + system, every thread)
 // from the start until the last rank's first call returned: the work of the
-// first call, which a busy machine stretches less than the wall time.
+// first call, which a busy machine stretches less than the wall time, and
+// first_call_faults, the process's minor page faults over the same span.
 // --raw calls the channel's all-gather directly (`bytes` per rank, no
 // SideChannel frame around it): the transport alone. --marks prints the
 // CLOCK_MONOTONIC times of the start and of the last first call's end to
@@ -171,6 +172,13 @@ double cpu_ms() {
          (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
 }
 
+// Minor page faults of the whole process so far.
+double faults() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_minflt);
+}
+
 struct RankResult {
   double first_us = 0;  // connect + first all-gather
   double mean_us = 0;   // mean of the later calls
@@ -194,6 +202,7 @@ int main(int argc, char** argv) {
     std::vector<RankResult> res(static_cast<size_t>(n));
     Gate start(n);
     double cpu_start = 0, cpu_first = 0, mono_start = 0, mono_first = 0;
+    double flt_start = 0, flt_first = 0;
     std::atomic<int> firsts_done{0};
     std::mutex err_mu;
     std::string first_error;
@@ -206,6 +215,7 @@ int main(int argc, char** argv) {
       try {
         start.arrive_and_wait([&] {
           cpu_start = cpu_ms();
+          flt_start = faults();
           mono_start = mono_s();
         });
         auto t0 = Clock::now();
@@ -236,6 +246,7 @@ int main(int argc, char** argv) {
         auto t1 = Clock::now();
         if (firsts_done.fetch_add(1) + 1 == n) {
           cpu_first = cpu_ms();
+          flt_first = faults();
           mono_first = mono_s();
         }
         for (int k = 0; k < o.calls; ++k)
@@ -285,12 +296,12 @@ int main(int argc, char** argv) {
         "\"first_call_max_us\":%.1f,\"call_mean_max_us\":%.1f,"
         "\"call_mean_median_us\":%.1f,\"first_call_median_us\":%.1f,"
         "\"first_call_p90_us\":%.1f,\"first_call_cpu_ms\":%.1f,"
-        "\"wall_ms\":%.1f,\"ok\":%s}\n",
+        "\"first_call_faults\":%.0f,\"wall_ms\":%.1f,\"ok\":%s}\n",
         o.channel.substr(0, o.channel.find(':')).c_str(),
         o.raw ? "true" : "false", n, o.bytes, o.calls, firsts.back(),
         means.back(), means[means.size() / 2], firsts[firsts.size() / 2],
-        firsts[firsts.size() * 9 / 10], cpu_first - cpu_start, wall_ms,
-        ok ? "true" : "false");
+        firsts[firsts.size() * 9 / 10], cpu_first - cpu_start,
+        flt_first - flt_start, wall_ms, ok ? "true" : "false");
     std::fflush(stdout);
     if (o.marks) {
       std::fprintf(stderr, "marks: %d ranks start %.6f first %.6f\n", n,

@@ -3,6 +3,7 @@
 //
 //   memcpy_bench [SIZE=64] [reps=20]     # SIZE in MiB, or 64K, 256K, 4M
 //   memcpy_bench handoff [iters=200000]
+//   memcpy_bench touch [reps=5]
 //
 // Size mode (one JSON line): two pre-faulted buffers of SIZE; memcpy one into
 // the other and report the best and the median copy bandwidth (bytes copied
@@ -26,11 +27,19 @@
 // cross-core handoff), and two threads pinned to one CPU take turns with
 // sched_yield (one context switch, what each call costs per rank beyond the
 // first on an oversubscribed core).
+// Touch mode: what fresh memory costs per 4 KiB page, the floor under every
+// first call that fills new buffers (bootstrap above all): a first write
+// from user space (the page fault), then the kernel's first write into
+// those already-faulted pages (a read() from a socket, as a receive does)
+// and its second. On bare metal the kernel's writes cost the copy; a VM
+// that shadows page tables charges the first one again.
 #include <pthread.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -425,11 +434,72 @@ int handoff_mode(int iters) {
   return 0;
 }
 
+// The kernel's writes into `buf` (`bytes`, a multiple of `chunk`): each
+// chunk is written into the socket and read back into place; returns the
+// seconds spent in the reads.
+double kernel_writes(int tx, int rx, const char* src, char* buf, size_t bytes,
+                     size_t chunk) {
+  double spent = 0;
+  for (size_t off = 0; off < bytes; off += chunk) {
+    if (::write(tx, src, chunk) != static_cast<ssize_t>(chunk))
+      return std::nan("");
+    auto t0 = Clock::now();
+    for (size_t got = 0; got < chunk;) {
+      ssize_t k = ::read(rx, buf + off + got, chunk - got);
+      if (k <= 0)
+        return std::nan("");
+      got += static_cast<size_t>(k);
+    }
+    spent += seconds_since(t0);
+  }
+  return spent;
+}
+
+int touch_mode(int reps) {
+  const size_t page = 4096, chunk = size_t(256) << 10;
+  const size_t bytes = size_t(16) << 20, pages = bytes / page;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
+    std::perror("memcpy_bench: socketpair");
+    return 1;
+  }
+  int sz = static_cast<int>(2 * chunk);
+  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+  ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+  std::vector<char> src(chunk, 3);
+  std::vector<double> fault, first, again;
+  for (int r = 0; r < reps; ++r) {
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      std::perror("memcpy_bench: mmap");
+      return 1;
+    }
+    char* buf = static_cast<char*>(m);
+    auto t0 = Clock::now();
+    std::memset(buf, 1, bytes);
+    fault.push_back(seconds_since(t0) * 1e9 / pages);
+    first.push_back(kernel_writes(sv[0], sv[1], src.data(), buf, bytes, chunk) *
+                    1e9 / pages);
+    again.push_back(kernel_writes(sv[0], sv[1], src.data(), buf, bytes, chunk) *
+                    1e9 / pages);
+    ::munmap(m, bytes);
+  }
+  std::printf(
+      "{\"touch\":true,\"reps\":%d,\"page_bytes\":%zu,"
+      "\"user_fault_median_ns\":%.0f,\"kernel_first_write_median_ns\":%.0f,"
+      "\"kernel_later_write_median_ns\":%.0f}\n",
+      reps, page, median(fault), median(first), median(again));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "handoff")
     return handoff_mode(argc > 2 ? std::atoi(argv[2]) : 200000);
+  if (argc > 1 && std::string(argv[1]) == "touch")
+    return touch_mode(std::max(1, argc > 2 ? std::atoi(argv[2]) : 5));
   size_t bytes = argc > 1 ? parse_size(argv[1]) : size_t(64) << 20;
   int reps = argc > 2 ? std::atoi(argv[2]) : 20;
   if (bytes < 64 || reps < 1) {

@@ -328,6 +328,11 @@ def ceilings_line(c):
         txt += (f"; cache-line handoff {ho['line_oneway_best_ns']:.0f} ns, "
                 f"same-core switch {ho.get('switch_best_ns') or 0:.0f} ns "
                 "(best batches)")
+    to = c.get("touch") or {}
+    if to.get("user_fault_median_ns") is not None:
+        txt += (f"; a fresh page {to['user_fault_median_ns'] / 1e3:.1f} us "
+                f"to fault, {to['kernel_first_write_median_ns'] / 1e3:.1f} "
+                "us more at the kernel's first write")
     sp, bl = c.get("tcp_rtt_spin"), c.get("tcp_rtt")
     if sp and bl:
         txt += (f"; TCP 8 B one-way "

@@ -200,12 +200,13 @@ def render(res):
             "fill, 64 bytes each at 4096 ranks, no I/O). The first call includes "
             "connecting; its CPU is the process's (every thread) until the "
             "last rank's first call returned, which a busy machine stretches "
-            "less than the wall time.",
+            "less than the wall time; its minor page faults are the "
+            "process's over the same span, per rank.",
             "",
             "| channel | N | first call, slowest rank (s) | first call, "
-            "median rank (s) | first call, CPU (s) | later call, slowest "
-            "rank's mean (ms) | whole run (s) |",
-            "|---|---:|---:|---:|---:|---:|---:|",
+            "median rank (s) | first call, CPU (s) | first call, faults / "
+            "rank | later call, slowest rank's mean (ms) | whole run (s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for j in res["threads"]:
             out.append(
@@ -214,6 +215,8 @@ def render(res):
                 f"| {j.get('first_call_median_us', 0) / 1e6:.2f} "
                 + (f"| {j['first_call_cpu_ms'] / 1e3:.2f} "
                    if "first_call_cpu_ms" in j else "| – ")
+                + (f"| {j['first_call_faults'] / j['ranks']:.0f} "
+                   if "first_call_faults" in j else "| – ")
                 + f"| {j['call_mean_max_us'] / 1e3:.0f} "
                 f"| {j.get('wall_s', 0):.1f} |")
         out.append("")
