@@ -294,7 +294,7 @@ LivenessMonitor::Loop::Loop(LivenessMonitor& m)
       eof_(n_, 0),
       in_(n_),
       next_(n_),
-      rbuf_(size_t(64) << 10) {
+      rbuf_(new char[kReadBytes]) {
   for (size_t p = 0; p < n_; ++p) {
     in_[p] = std::move(m.taken_[p].in);
   }
@@ -469,12 +469,12 @@ void LivenessMonitor::Loop::service(size_t p) {
   servicing_[p] = 1;
   // Reads are done before any frame is handled (a handler may service
   // another peer), so every call shares one buffer.
-  std::vector<char>& buf = rbuf_;
+  char* buf = rbuf_.get();
   int err = -1;  // -1: still open, 0: EOF, >0: errno
   for (;;) {
-    ssize_t k = ::recv(control_[p].get(), buf.data(), buf.size(), MSG_DONTWAIT);
+    ssize_t k = ::recv(control_[p].get(), buf, kReadBytes, MSG_DONTWAIT);
     if (k > 0) {
-      in_[p].append(buf.data(), static_cast<size_t>(k));
+      in_[p].append(buf, static_cast<size_t>(k));
       last_[p] = Clock::now();
       continue;
     }

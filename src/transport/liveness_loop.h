@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -151,8 +152,10 @@ class LivenessMonitor::Loop {
   std::vector<char> goodbye_, reported_, servicing_, handoff_, eof_;
   std::vector<std::string> in_, next_;
   // service()'s reads: a survivors' side-channel reply (33 KiB at 64 ranks)
-  // in one call.
-  std::vector<char> rbuf_;
+  // in one call. Not zeroed: its pages come as replies fill them (a fresh
+  // page costs microseconds in a VM, and most jobs never send one).
+  static constexpr size_t kReadBytes = size_t(64) << 10;
+  std::unique_ptr<char[]> rbuf_;
   bool mail_news_ = false;  // mail arrived this turn: wake the callers
 };
 
