@@ -80,8 +80,12 @@ struct Setup {
   std::exception_ptr error;     // this rank's failure
   bool host_failed = false;     // any member of this host has failed
   std::vector<SetupMsg> first;  // phase 1 of every rank
-  std::string name;             // "jaccl-<nonce>"
-  int host_cpus = 1;            // the CPUs the members may run on
+  // Every gather's result, overwritten by the next: N messages (200 KiB at
+  // 1024 ranks), whose fresh pages cost a rank more than the rest of a
+  // phase, are made once rather than per phase.
+  std::vector<SetupMsg> gathered;
+  std::string name;   // "jaccl-<nonce>"
+  int host_cpus = 1;  // the CPUs the members may run on
 
   SetupMsg blank(uint8_t phase) const {
     SetupMsg w;
@@ -122,8 +126,11 @@ struct Setup {
     }
   }
 
-  std::vector<SetupMsg> gather(const SetupMsg& mine) {
-    auto all = sc->all_gather_value(mine);
+  // Valid until the next gather.
+  const std::vector<SetupMsg>& gather(const SetupMsg& mine) {
+    std::vector<SetupMsg>& all = gathered;
+    all.resize(static_cast<size_t>(sc->size()));
+    sc->all_gather(&mine, all.data(), sizeof(SetupMsg));
     for (size_t r = 0; r < all.size(); ++r) {
       if (all[r].magic != kSetupMagic || all[r].phase != mine.phase) {
         raise(ErrorKind::Protocol,
@@ -525,7 +532,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     });
     w = s.blank(2);
     w.reach = creator || conn.reach != HandoffConn::Reach::Unreachable;
-    auto second = s.gather(w);
+    const auto& second = s.gather(w);
     std::vector<int> unreachable;
     for (int m : members) {
       if (second[static_cast<size_t>(m)].reach == 0) {
@@ -582,7 +589,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     });
     listener.reset();
     conn = HandoffConn{};
-    auto last = s.gather(s.blank(4));
+    const auto& last = s.gather(s.blank(4));
     if (named) {
       // Every member, not just the creator: covers a creator that dies now.
       ::shm_unlink(("/" + s.name).c_str());
