@@ -25,7 +25,6 @@
 // CLOCK_MONOTONIC times of the start and of the last first call's end to
 // stderr, to cut a profile to the first call (perf record -k mono, then
 // perf report --time START,END).
-#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -45,6 +44,7 @@
 #include "bootstrap/in_process.h"
 #include "bootstrap/side_channel.h"
 #include "bootstrap/uri.h"
+#include "process_usage.h"
 
 namespace {
 
@@ -165,20 +165,6 @@ double mono_s() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
 }
 
-double cpu_ms() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-}
-
-// Minor page faults of the whole process so far.
-double faults() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_minflt);
-}
-
 struct RankResult {
   double first_us = 0;  // connect + first all-gather
   double mean_us = 0;   // mean of the later calls
@@ -214,8 +200,7 @@ int main(int argc, char** argv) {
       std::vector<char> all(o.bytes * static_cast<size_t>(n), 1);
       try {
         start.arrive_and_wait([&] {
-          cpu_start = cpu_ms();
-          flt_start = faults();
+          process_usage(&cpu_start, &flt_start);
           mono_start = mono_s();
         });
         auto t0 = Clock::now();
@@ -245,8 +230,7 @@ int main(int argc, char** argv) {
         gather();
         auto t1 = Clock::now();
         if (firsts_done.fetch_add(1) + 1 == n) {
-          cpu_first = cpu_ms();
-          flt_first = faults();
+          process_usage(&cpu_first, &flt_first);
           mono_first = mono_s();
         }
         for (int k = 0; k < o.calls; ++k)

@@ -20,31 +20,14 @@
 // job spends with each, beside the full run, splits it into phases.
 #include <jaccl/jaccl.h>
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <string>
 
+#include "process_usage.h"
 #include "wall_clock.h"
-
-namespace {
-
-// CPU ms (user + system, every thread) and minor faults so far.
-void usage(double* cpu_ms, double* faults) {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  auto ms = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) * 1e3 +
-           static_cast<double>(t.tv_usec) / 1e3;
-  };
-  *cpu_ms = ms(ru.ru_utime) + ms(ru.ru_stime);
-  *faults = static_cast<double>(ru.ru_minflt);
-}
-
-}  // namespace
 
 int main() {
   using Clock = std::chrono::steady_clock;
@@ -55,7 +38,7 @@ int main() {
     return 0;
   }
   double cpu0 = 0, flt0 = 0, cpu1 = 0, flt1 = 0, cpu2 = 0, flt2 = 0;
-  usage(&cpu0, &flt0);
+  process_usage(&cpu0, &flt0);
   auto t0 = Clock::now();
   try {
     auto group = jaccl::init(/*strict=*/true);
@@ -64,12 +47,12 @@ int main() {
     }
     auto t1 = Clock::now();
     const double init_at = realtime_ms();
-    usage(&cpu1, &flt1);
+    process_usage(&cpu1, &flt1);
     float in = static_cast<float>(group->rank() + 1), out = 0;
     group->all_sum(&in, &out, sizeof(float), jaccl::Float32);
     auto t2 = Clock::now();
     const double first_at = realtime_ms();
-    usage(&cpu2, &flt2);
+    process_usage(&cpu2, &flt2);
     int n = group->size();
     bool ok = out == static_cast<float>(n) * (n + 1) / 2;
     auto ms = [](auto d) {

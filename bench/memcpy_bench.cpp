@@ -46,6 +46,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -435,19 +436,31 @@ int handoff_mode(int iters) {
 }
 
 // The kernel's writes into `buf` (`bytes`, a multiple of `chunk`): each
-// chunk is written into the socket and read back into place; returns the
-// seconds spent in the reads.
+// chunk is sent into the socket (never blocking: this thread is also the
+// reader) and read back into place; returns the seconds spent in the reads,
+// or -1 after saying what failed.
 double kernel_writes(int tx, int rx, const char* src, char* buf, size_t bytes,
                      size_t chunk) {
   double spent = 0;
   for (size_t off = 0; off < bytes; off += chunk) {
-    if (::write(tx, src, chunk) != static_cast<ssize_t>(chunk))
-      return std::nan("");
+    const ssize_t sent = ::send(tx, src, chunk, MSG_DONTWAIT);
+    if (sent != static_cast<ssize_t>(chunk)) {
+      std::fprintf(stderr,
+                   "memcpy_bench touch: the socket took %zd of %zu bytes "
+                   "(%s)\n",
+                   sent, chunk,
+                   sent < 0 ? std::strerror(errno)
+                            : "its send buffer is smaller: raise "
+                              "net.core.wmem_max");
+      return -1;
+    }
     auto t0 = Clock::now();
     for (size_t got = 0; got < chunk;) {
       ssize_t k = ::read(rx, buf + off + got, chunk - got);
-      if (k <= 0)
-        return std::nan("");
+      if (k <= 0) {
+        std::perror("memcpy_bench touch: read");
+        return -1;
+      }
       got += static_cast<size_t>(k);
     }
     spent += seconds_since(t0);
@@ -479,11 +492,17 @@ int touch_mode(int reps) {
     auto t0 = Clock::now();
     std::memset(buf, 1, bytes);
     fault.push_back(seconds_since(t0) * 1e9 / pages);
-    first.push_back(kernel_writes(sv[0], sv[1], src.data(), buf, bytes, chunk) *
-                    1e9 / pages);
-    again.push_back(kernel_writes(sv[0], sv[1], src.data(), buf, bytes, chunk) *
-                    1e9 / pages);
+    const double k1 =
+        kernel_writes(sv[0], sv[1], src.data(), buf, bytes, chunk);
+    const double k2 =
+        k1 < 0 ? -1
+               : kernel_writes(sv[0], sv[1], src.data(), buf, bytes, chunk);
     ::munmap(m, bytes);
+    if (k2 < 0) {
+      return 1;
+    }
+    first.push_back(k1 * 1e9 / pages);
+    again.push_back(k2 * 1e9 / pages);
   }
   std::printf(
       "{\"touch\":true,\"reps\":%d,\"page_bytes\":%zu,"
