@@ -37,7 +37,10 @@ MODEL = [
     "*all_gather*: own block copied, n-1 blocks in (staged: R = S, W = "
     "(n+1)/n S in all; n = 2 by CMA: one local copy plus one cross-process "
     "read). *all_to_all(v)*: own block copied, what a rank sends and "
-    "receives staged, or what it receives by CMA. *broadcast*: S at the "
+    "receives staged, or every block by one CMA copy that its receiver or "
+    "its sender makes, shared so that the ranks' times are as even as "
+    "they can be (a skewed all_to_allv's busiest receiver need not copy "
+    "all it receives). *broadcast*: S at the "
     "lesser of memcpy and CMA time.",
     "- *TCP* (loopback: bound by the CPU copying every byte through the "
     "kernel on both sides): each rank must send s and receive r bytes "
@@ -216,12 +219,17 @@ def _shm_rank_times(op, n, b, c, pattern):
     if op in ("all_to_all", "all_to_allv"):
         cnt = a2av_counts(pattern if op == "all_to_allv" else "uniform",
                           b, n)
+        # By CMA each block's copy may be made by either end, so no rank
+        # need take longer than the ranks' average (nor than its own
+        # block's copy).
+        owns = [cnt[r][r] / m for r in range(n)]
+        cross = sum(cnt[q][r] for q in range(n) for r in range(n) if q != r)
+        by_cma = max(max(owns), (sum(owns) + cross * cma) / n)
         res = []
         for r in range(n):
-            own = cnt[r][r]
             sent = sum(cnt[r][j] for j in range(n) if j != r)
             got = sum(cnt[q][r] for q in range(n) if q != r)
-            res.append(own / m + min(sent * cw + got * cr, got * cma))
+            res.append(min(owns[r] + sent * cw + got * cr, by_cma))
         return res
     return None
 

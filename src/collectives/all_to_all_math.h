@@ -137,6 +137,51 @@ constexpr size_t rounds(uint64_t largest, size_t window) {
                       : static_cast<size_t>((largest + window - 1) / window);
 }
 
+// Who copies each block of a direct all_to_allv on one host, where a block
+// moves by one kernel copy that its receiver makes (a read out of the
+// sender's input) or its sender (a write into the receiver's output). All
+// reads load each rank with what it receives; when every rank sends as
+// much but some receive more (a mixture of experts' hot expert), the
+// busiest receiver holds the others up while its senders idle. So, pair by
+// pair, the tail of a block goes to its sender's writes until the two
+// carry as much. A rank's load counts its own block at half weight: it is
+// a memcpy inside one process, about twice as fast as a kernel copy
+// between two (2.3-3.6x on the VMs of BENCHMARKS.md), so the balance does
+// not hang on the exact ratio. push[q * n + p]: the bytes at the end of q's
+// block for p that q writes (multiples of `unit`, except a whole block);
+// load[r]: scratch of n entries. The same matrix gives every rank the same
+// plan.
+constexpr void balance_pushes(const Counts& c, uint64_t* push, uint64_t* load,
+                              uint64_t unit) {
+  const auto n = static_cast<size_t>(c.n);
+  for (int r = 0; r < c.n; ++r) {
+    load[r] = c.sends(r, r) / 2;
+    for (int q = 0; q < c.n; ++q) {
+      push[static_cast<size_t>(q) * n + static_cast<size_t>(r)] = 0;
+      if (q != r) {
+        load[r] += c.sends(q, r);
+      }
+    }
+  }
+  for (int p = 0; p < c.n; ++p) {
+    for (int q = 0; q < c.n; ++q) {
+      if (q == p || load[p] <= load[q]) {
+        continue;
+      }
+      const uint64_t block = c.sends(q, p);
+      uint64_t move = (load[p] - load[q]) / 2;
+      if (move >= block) {
+        move = block;
+      } else {
+        move -= move % unit;
+      }
+      push[static_cast<size_t>(q) * n + static_cast<size_t>(p)] = move;
+      load[p] -= move;
+      load[q] += move;
+    }
+  }
+}
+
 // How many of a pair's `wires` carry a block of `bytes`: one below
 // split_bytes per wire, else every wire that gets at least split_bytes.
 constexpr size_t wires_for(size_t bytes, size_t wires, size_t split_bytes) {

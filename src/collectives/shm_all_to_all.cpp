@@ -27,6 +27,14 @@
 // fourth way (shm_strategy.h, kinds kAllToAll and kAllToAllv, sized by a
 // rank's input; figures in BENCHMARKS.md).
 //
+// all_to_allv's direct way need not leave every copy to the receivers:
+// where some rank receives more than others while every rank sends as
+// much (a mixture of experts' hot expert), the senders write the tails of
+// the busiest receivers' blocks into their outputs (process_vm_writev) as
+// a2a::balance_pushes plans from the counts, so that no rank copies much
+// more than another (2 ranks, 4 MiB, 2/3 of every input to rank 0: rank 0
+// read 8/3 MiB and copied as much of its own while rank 1 idled).
+//
 // all_to_allv shares every rank's counts at its first sync step, and its
 // blocks ride that step (a2a_varying): each rank stages its first round,
 // or, where the tuner would read directly, only publishes its input, as
@@ -63,14 +71,16 @@ constexpr size_t kRideStreamBytes = 4096;
 // below, the system call and the page pinning cost more than a copy.
 constexpr size_t kDirectBytes = 64 * 1024;
 
-// Reads len bytes at addr in process pid into dst; errno on failure (0:
-// all read).
-int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
+// Moves len bytes between `mine` and addr in process pid: into pid's
+// memory (process_vm_writev) if `write`, else out of it
+// (process_vm_readv). errno on failure (0: all moved).
+int peer_copy(pid_t pid, uint64_t addr, char* mine, size_t len, bool write) {
   size_t done = 0;
   while (done < len) {
-    iovec local{dst + done, len - done};
+    iovec local{mine + done, len - done};
     iovec remote{reinterpret_cast<void*>(addr + done), len - done};
-    const ssize_t k = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    const ssize_t k = write ? ::process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                            : ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0)
@@ -78,6 +88,13 @@ int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
     done += static_cast<size_t>(k);
   }
   return 0;
+}
+int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
+  return peer_copy(pid, addr, dst, len, false);
+}
+// process_vm_writev only reads the local buffer.
+int write_peer(pid_t pid, uint64_t addr, const char* src, size_t len) {
+  return peer_copy(pid, addr, const_cast<char*>(src), len, true);
 }
 
 inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
@@ -226,7 +243,9 @@ void ShmGroup::note_peer_inputs() {
   a2a_peers_.resize(static_cast<size_t>(size_));
   for (int q = 0; q < size_; ++q) {
     const ShmStepDesc& o = ch_.announced(q);
-    a2a_peers_[static_cast<size_t>(q)] = {o.aux < 0 ? -o.aux : o.aux, o.addr};
+    PeerInput& pi = a2a_peers_[static_cast<size_t>(q)];
+    pi.pid = o.aux < 0 ? -o.aux : o.aux;
+    pi.addr = o.addr;
   }
 }
 
@@ -248,23 +267,63 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
   } else if (own != 0) {
     cached_copy(own_to, own_from, own);
   }
+  auto failed = [&](int q, const char* what, const char* call, int err) {
+    raise(ErrorKind::Io,
+          std::string(op_kind_name(d.op)) + ": " + what + " " +
+              rank_ref(who(q)) + "'s block failed (" + call + ")",
+          {.rank = who(rank_), .peer = who(q), .sys_errno = err});
+  };
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     const auto uq = static_cast<size_t>(q);
-    if (b.recv[uq] == 0)
+    const size_t len = b.recv[uq] - (b.push_from ? b.push_from[uq] : 0);
+    if (len == 0)
       continue;
     const PeerInput& o = a2a_peers_[uq];
-    const int err =
-        read_peer(static_cast<pid_t>(o.pid), o.addr + b.peer_off[uq],
-                  b.out + b.roff[uq], b.recv[uq]);
-    if (err != 0) {
-      raise(ErrorKind::Io,
-            std::string(op_kind_name(d.op)) + ": reading " + rank_ref(who(q)) +
-                "'s block failed (process_vm_readv)",
-            {.rank = who(rank_), .peer = who(q), .sys_errno = err});
-    }
+    const int err = read_peer(static_cast<pid_t>(o.pid),
+                              o.addr + b.peer_off[uq], b.out + b.roff[uq], len);
+    if (err != 0)
+      failed(q, "reading", "process_vm_readv", err);
   }
-  step(d);  // every block read: the inputs may change again
+  for (int i = 1; b.push_to && i < size_; ++i) {
+    const int q = (rank_ + i) % size_;
+    const auto uq = static_cast<size_t>(q);
+    const size_t len = b.push_to[uq];
+    if (len == 0)
+      continue;
+    const size_t tail = b.send[uq] - len;
+    const int err = write_peer(static_cast<pid_t>(a2a_peers_[uq].pid),
+                               a2a_peers_[uq].out + b.peer_roff[uq] + tail,
+                               b.in + b.soff[uq] + tail, len);
+    if (err != 0)
+      failed(q, "writing", "process_vm_writev", err);
+  }
+  step(d);  // every block copied: the buffers may change again
+}
+
+void ShmGroup::plan_pushes(const a2a::Counts& c, A2aBlocks& b) {
+  const auto P = static_cast<size_t>(size_);
+  const auto r = static_cast<size_t>(rank_);
+  a2a_pushes_.resize(P * P + P);
+  // Whole pages a side, so that no page is pinned by two copies at once.
+  a2a::balance_pushes(c, a2a_pushes_.data(), a2a_pushes_.data() + P * P, 4096);
+  size_t* push_to = a2a_scratch_.data() + 3 * P;
+  size_t* push_from = push_to + P;
+  size_t* peer_roff = push_from + P;
+  bool any = false;
+  for (size_t q = 0; q < P; ++q) {
+    push_to[q] = static_cast<size_t>(a2a_pushes_[r * P + q]);
+    push_from[q] = static_cast<size_t>(a2a_pushes_[q * P + r]);
+    peer_roff[q] = 0;
+    for (int i = 0; i < rank_; ++i)
+      peer_roff[q] += c.sends(i, static_cast<int>(q));
+    any = any || push_to[q] != 0 || push_from[q] != 0;
+  }
+  if (any) {
+    b.push_to = push_to;
+    b.push_from = push_from;
+    b.peer_roff = peer_roff;
+  }
 }
 
 void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
@@ -301,9 +360,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                            char* dst, std::span<const size_t> recv) {
   const auto P = static_cast<size_t>(size_);
   const auto r = static_cast<size_t>(rank_);
-  const size_t row = 2 * P;
-  const size_t row_bytes = ShmLayout::align(row * sizeof(uint64_t), 64);
-  if (row * sizeof(uint64_t) > layout_.slot_bytes) {
+  const size_t row = 2 * P;  // counts; then the output's address
+  const size_t row_bytes = a2a_row_bytes();
+  if ((row + 1) * sizeof(uint64_t) > layout_.slot_bytes) {
     raise(ErrorKind::Internal,
           "all_to_allv: the counts of " + std::to_string(P) +
               " ranks do not fit a staging slot",
@@ -324,8 +383,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   auto row_of = [&](int q, uint64_t s) {
     return rows_apart ? slot(q, s) + pl.window - row_bytes : slot(q, s);
   };
-  a2a::fill_row(send, recv,
-                reinterpret_cast<uint64_t*>(row_of(rank_, steps() + 1)));
+  auto* my_row = reinterpret_cast<uint64_t*>(row_of(rank_, steps() + 1));
+  a2a::fill_row(send, recv, my_row);
+  my_row[row] = reinterpret_cast<uintptr_t>(dst);
   // The blocks ride behind the counts: only together do the ranks know the
   // op's size (and so its way), but each knows its own counts, and when
   // every rank sends as much (uniform counts; mixture-of-experts routing,
@@ -395,9 +455,13 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   await();
   bool all_staged = true;
+  a2a_peers_.resize(P);
   for (int q = 0; q < size_; ++q) {
-    std::memcpy(counts_.data() + static_cast<size_t>(q) * row,
-                row_of(q, steps()), row * sizeof(uint64_t));
+    const auto uq = static_cast<size_t>(q);
+    std::memcpy(counts_.data() + uq * row, row_of(q, steps()),
+                row * sizeof(uint64_t));
+    std::memcpy(&a2a_peers_[uq].out,
+                row_of(q, steps()) + row * sizeof(uint64_t), sizeof(uint64_t));
     all_staged = all_staged && ch_.announced(q).aux > 0;
   }
   const a2a::Counts c{counts_.data(), size_};
@@ -424,8 +488,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     return;
   }
   if (large)
-    note_peer_inputs();  // before a probe's steps (tuner_ways)
-  a2a_scratch_.resize(3 * P);
+    note_peer_inputs();        // before a probe's steps (tuner_ways)
+  a2a_scratch_.resize(6 * P);  // offsets, then plan_pushes' (no reallocation)
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
   size_t* peer_off = roff + P;  // block `rank` in rank q's input
@@ -448,12 +512,13 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     t0 = now_ns();
   // Small ops stage as the first round did: streaming from
   // kRideStreamBytes a block.
-  const A2aBlocks b{
+  A2aBlocks b{
       src,  send.data(), soff,    dst,   recv.data(),
       roff, peer_off,    largest, total, large ? SIZE_MAX : ride_stream};
-  if (way.direct && ways == kShmWays)
+  if (way.direct && ways == kShmWays) {
+    plan_pushes(c, b);
     a2a_direct(d, b, true, own_done);
-  else
+  } else
     a2a_rounds(d, b, way, pl, all_staged, own_done);
   if (large)
     tuner_.finish(now_ns() - t0);

@@ -133,8 +133,7 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
       tuner_(static_cast<ShmStrategy>(ch_.header().strategy)),
       pid_(static_cast<int32_t>(::getpid())),
       a2a_whole_(a2a_place(0)),
-      a2a_after_row_(a2a_place(ShmLayout::align(
-          2 * static_cast<size_t>(size_) * sizeof(uint64_t), 64))) {}
+      a2a_after_row_(a2a_place(a2a_row_bytes())) {}
 
 ShmGroup::~ShmGroup() = default;
 

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "collectives/all_to_all_math.h"
 #include "collectives/op_runner.h"
 #include "collectives/shm_strategy.h"
 #include "common/reduce.h"
@@ -110,7 +111,21 @@ class ShmGroup : public Group {
     uint64_t largest;
     size_t total;
     size_t stream_from = SIZE_MAX;
+    // Direct only (a2a::balance_pushes; null: every block read by its
+    // receiver): push_to[j], the bytes at the end of block j this rank
+    // writes into rank j's output, where block `rank` starts at
+    // peer_roff[j]; push_from[i], those at the end of block i that rank i
+    // writes into this rank's output.
+    const size_t* push_to = nullptr;
+    const size_t* push_from = nullptr;
+    const size_t* peer_roff = nullptr;
   };
+  // all_to_allv's row in a slot: this rank's send and receive counts, then
+  // its output's address (where peers' direct writes go), in whole lines.
+  size_t a2a_row_bytes() const {
+    return ShmLayout::align(
+        (2 * static_cast<size_t>(size_) + 1) * sizeof(uint64_t), 64);
+  }
   // Where a round stages: block q's window at slot + off + q * window.
   struct A2aPlace {
     size_t off;
@@ -135,17 +150,23 @@ class ShmGroup : public Group {
   void a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b, const ShmWay& way,
                   const A2aPlace& pl, bool staged0, size_t own_done);
   // Direct: every block read straight out of its sender's input with
-  // process_vm_readv (one copy). Two syncs: addresses published, reads
-  // done; one when the addresses rode the last step (published: then
-  // a2a_peers_ holds them).
+  // process_vm_readv (one copy), or its tail written into its receiver's
+  // output (process_vm_writev) where b.push_to says. Two syncs: addresses
+  // published, copies done; one when the addresses rode the last step
+  // (published: then a2a_peers_ holds them).
   void a2a_direct(const ShmStepDesc& d, const A2aBlocks& b, bool published,
                   size_t own_done);
-  // What every rank published at a step: its pid and its input's address.
+  // What every rank published at a step: its pid and its input's address
+  // (and all_to_allv's: its output's, from its row).
   struct PeerInput {
     int32_t pid;
     uint64_t addr;
+    uint64_t out = 0;
   };
   void note_peer_inputs();
+  // all_to_allv's direct way: who copies which part of each block
+  // (a2a::balance_pushes), into b's push fields where anyone writes.
+  void plan_pushes(const a2a::Counts& c, A2aBlocks& b);
   // Whether direct reads are a way for an op of `total` bytes a rank
   // (tuner_ways' size rule).
   bool a2a_direct_size(size_t total) const;
@@ -181,6 +202,7 @@ class ShmGroup : public Group {
   std::vector<uint64_t> counts_;      // all_to_allv's counts matrix
   std::vector<size_t> a2a_scratch_;   // all_to_all(v)'s counts and offsets
   std::vector<PeerInput> a2a_peers_;  // a2a_direct: every rank's input
+  std::vector<uint64_t> a2a_pushes_;  // a2a::balance_pushes' plan and loads
   const int32_t pid_;                 // this process (direct reads)
   // all_to_all(v)'s staging windows: whole slots, and after all_to_allv's
   // counts where they ride the slot's head (shm_all_to_all.cpp).

@@ -3,6 +3,7 @@
 // order, the counts matrix and its check, rounds and wire splits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <utility>
 #include <vector>
@@ -107,6 +108,87 @@ TEST(AllToAllMath, RoundsCoverEveryByteOnce) {
       EXPECT_EQ(next, block) << block << " " << window;
     }
   }
+}
+
+// The loads balance_pushes balances, recomputed from its plan: own block
+// at half weight, reads of what was not pushed, the pushes a rank writes.
+std::vector<uint64_t> loads_of(const Counts& c,
+                               const std::vector<uint64_t>& push) {
+  const auto n = static_cast<size_t>(c.n);
+  std::vector<uint64_t> load(n);
+  for (int r = 0; r < c.n; ++r) {
+    const auto ur = static_cast<size_t>(r);
+    load[ur] = c.sends(r, r) / 2;
+    for (int q = 0; q < c.n; ++q) {
+      if (q == r)
+        continue;
+      const auto uq = static_cast<size_t>(q);
+      load[ur] += c.sends(q, r) - push[uq * n + ur];  // reads
+      load[ur] += push[ur * n + uq];                  // writes
+    }
+  }
+  return load;
+}
+
+TEST(AllToAllMath, PushesBalanceAHotReceiverAndLeaveEvenOnesAlone) {
+  const uint64_t M = 1 << 20, unit = 4096;
+  struct Case {
+    std::vector<std::vector<uint64_t>> send;
+    bool pushes;
+  };
+  const std::vector<Case> cases = {
+      // uniform: every rank as busy as any, every block read
+      {{{M, M}, {M, M}}, false},
+      {{{M, M, M, M}, {M, M, M, M}, {M, M, M, M}, {M, M, M, M}}, false},
+      // mixture of experts, 2 ranks: every rank sends 4 MiB, 2/3 to rank 0
+      {{{8 * M / 3, 4 * M / 3}, {8 * M / 3, 4 * M / 3}}, true},
+      // Zipf(1) over 4 ranks (48/24/16/12 %), as bench's moe pattern
+      {{{48 * M / 25, 24 * M / 25, 16 * M / 25, 12 * M / 25},
+        {48 * M / 25, 24 * M / 25, 16 * M / 25, 12 * M / 25},
+        {48 * M / 25, 24 * M / 25, 16 * M / 25, 12 * M / 25},
+        {48 * M / 25, 24 * M / 25, 16 * M / 25, 12 * M / 25}},
+       true},
+      // only ranks that send write (x <= the block, below)
+      {{{M, 0, 0}, {3 * M, 0, 0}, {3 * M, 0, 0}}, true},
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const auto m = matrix(cases[k].send);
+    const int n = static_cast<int>(cases[k].send.size());
+    const Counts c{m.data(), n};
+    const auto un = static_cast<size_t>(n);
+    std::vector<uint64_t> push(un * un, 7), load(un);
+    balance_pushes(c, push.data(), load.data(), unit);
+    uint64_t pushed = 0, before = 0, after = 0;
+    const auto all_read = loads_of(c, std::vector<uint64_t>(un * un, 0));
+    const auto planned = loads_of(c, push);
+    for (int q = 0; q < n; ++q) {
+      const auto uq = static_cast<size_t>(q);
+      EXPECT_EQ(push[uq * un + uq], 0u) << "case " << k;
+      EXPECT_EQ(planned[uq], load[uq]) << "case " << k << " rank " << q;
+      before = std::max(before, all_read[uq]);
+      after = std::max(after, planned[uq]);
+      for (int p = 0; p < n; ++p) {
+        const uint64_t x = push[uq * un + static_cast<size_t>(p)];
+        EXPECT_LE(x, c.sends(q, p)) << "case " << k;
+        EXPECT_TRUE(x == c.sends(q, p) || x % unit == 0) << "case " << k;
+        pushed += x;
+      }
+    }
+    EXPECT_EQ(pushed != 0, cases[k].pushes) << "case " << k;
+    EXPECT_LE(after, before) << "case " << k;
+    if (cases[k].pushes)
+      EXPECT_LT(after, before) << "case " << k;
+  }
+  // Two ranks balance to within a unit: rank 0 receives 8/3 MiB and copies
+  // 8/3 of its own, rank 1 4/3 of each.
+  const auto m = matrix({{8 * M / 3, 4 * M / 3}, {8 * M / 3, 4 * M / 3}});
+  const Counts c{m.data(), 2};
+  uint64_t push[4], load[2];
+  balance_pushes(c, push, load, unit);
+  EXPECT_GT(push[1 * 2 + 0], 0u);
+  EXPECT_EQ(push[0 * 2 + 1], 0u);
+  EXPECT_LE(load[0] > load[1] ? load[0] - load[1] : load[1] - load[0],
+            2 * unit);
 }
 
 TEST(AllToAllMath, LargeBlocksUseEveryWire) {
