@@ -273,10 +273,11 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
               rank_ref(who(q)) + "'s block failed (" + call + ")",
           {.rank = who(rank_), .peer = who(q), .sys_errno = err});
   };
+  const auto P = static_cast<size_t>(size_);
   for (int i = 1; i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     const auto uq = static_cast<size_t>(q);
-    const size_t len = b.recv[uq] - (b.push_from ? b.push_from[uq] : 0);
+    const size_t len = b.recv[uq] - (b.pushes ? b.pushes[uq * P + r] : 0);
     if (len == 0)
       continue;
     const PeerInput& o = a2a_peers_[uq];
@@ -285,10 +286,10 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
     if (err != 0)
       failed(q, "reading", "process_vm_readv", err);
   }
-  for (int i = 1; b.push_to && i < size_; ++i) {
+  for (int i = 1; b.pushes && i < size_; ++i) {
     const int q = (rank_ + i) % size_;
     const auto uq = static_cast<size_t>(q);
-    const size_t len = b.push_to[uq];
+    const size_t len = b.pushes[r * P + uq];
     if (len == 0)
       continue;
     const size_t tail = b.send[uq] - len;
@@ -303,27 +304,20 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
 
 void ShmGroup::plan_pushes(const a2a::Counts& c, A2aBlocks& b) {
   const auto P = static_cast<size_t>(size_);
-  const auto r = static_cast<size_t>(rank_);
-  a2a_pushes_.resize(P * P + P);
+  a2a_pushes_.resize(P * P + 2 * P);
+  uint64_t* plan = a2a_pushes_.data();
   // Whole pages a side, so that no page is pinned by two copies at once.
-  a2a::balance_pushes(c, a2a_pushes_.data(), a2a_pushes_.data() + P * P, 4096);
-  size_t* push_to = a2a_scratch_.data() + 3 * P;
-  size_t* push_from = push_to + P;
-  size_t* peer_roff = push_from + P;
-  bool any = false;
+  a2a::balance_pushes(c, plan, plan + P * P, 4096);
+  if (std::all_of(plan, plan + P * P, [](uint64_t x) { return x == 0; }))
+    return;
+  uint64_t* peer_roff = plan + P * P + P;
   for (size_t q = 0; q < P; ++q) {
-    push_to[q] = static_cast<size_t>(a2a_pushes_[r * P + q]);
-    push_from[q] = static_cast<size_t>(a2a_pushes_[q * P + r]);
     peer_roff[q] = 0;
     for (int i = 0; i < rank_; ++i)
       peer_roff[q] += c.sends(i, static_cast<int>(q));
-    any = any || push_to[q] != 0 || push_from[q] != 0;
   }
-  if (any) {
-    b.push_to = push_to;
-    b.push_from = push_from;
-    b.peer_roff = peer_roff;
-  }
+  b.pushes = plan;
+  b.peer_roff = peer_roff;
 }
 
 void ShmGroup::all_to_all(const void* in, void* out, size_t n) {
@@ -455,13 +449,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   }
   await();
   bool all_staged = true;
-  a2a_peers_.resize(P);
   for (int q = 0; q < size_; ++q) {
-    const auto uq = static_cast<size_t>(q);
-    std::memcpy(counts_.data() + uq * row, row_of(q, steps()),
-                row * sizeof(uint64_t));
-    std::memcpy(&a2a_peers_[uq].out,
-                row_of(q, steps()) + row * sizeof(uint64_t), sizeof(uint64_t));
+    std::memcpy(counts_.data() + static_cast<size_t>(q) * row,
+                row_of(q, steps()), row * sizeof(uint64_t));
     all_staged = all_staged && ch_.announced(q).aux > 0;
   }
   const a2a::Counts c{counts_.data(), size_};
@@ -487,9 +477,17 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
                   send[r] - own_done);
     return;
   }
-  if (large)
-    note_peer_inputs();        // before a probe's steps (tuner_ways)
-  a2a_scratch_.resize(6 * P);  // offsets, then plan_pushes' (no reallocation)
+  if (large) {
+    // Before a probe's steps (tuner_ways) reuse the slots: the inputs'
+    // addresses, and the outputs' from the rows.
+    note_peer_inputs();
+    for (int q = 0; q < size_; ++q) {
+      std::memcpy(&a2a_peers_[static_cast<size_t>(q)].out,
+                  row_of(q, steps()) + row * sizeof(uint64_t),
+                  sizeof(uint64_t));
+    }
+  }
+  a2a_scratch_.resize(3 * P);
   size_t* soff = a2a_scratch_.data();
   size_t* roff = soff + P;
   size_t* peer_off = roff + P;  // block `rank` in rank q's input

@@ -111,14 +111,12 @@ class ShmGroup : public Group {
     uint64_t largest;
     size_t total;
     size_t stream_from = SIZE_MAX;
-    // Direct only (a2a::balance_pushes; null: every block read by its
-    // receiver): push_to[j], the bytes at the end of block j this rank
-    // writes into rank j's output, where block `rank` starts at
-    // peer_roff[j]; push_from[i], those at the end of block i that rank i
-    // writes into this rank's output.
-    const size_t* push_to = nullptr;
-    const size_t* push_from = nullptr;
-    const size_t* peer_roff = nullptr;
+    // Direct only (null: every block read by its receiver): pushes, the
+    // plan of a2a::balance_pushes (pushes[i * n + j]: the bytes at the end
+    // of rank i's block for rank j that rank i writes into j's output);
+    // peer_roff[j], where block `rank` starts in rank j's output.
+    const uint64_t* pushes = nullptr;
+    const uint64_t* peer_roff = nullptr;
   };
   // all_to_allv's row in a slot: this rank's send and receive counts, then
   // its output's address (where peers' direct writes go), in whole lines.
@@ -165,7 +163,7 @@ class ShmGroup : public Group {
   };
   void note_peer_inputs();
   // all_to_allv's direct way: who copies which part of each block
-  // (a2a::balance_pushes), into b's push fields where anyone writes.
+  // (a2a::balance_pushes), into b's push fields where any rank writes.
   void plan_pushes(const a2a::Counts& c, A2aBlocks& b);
   // Whether direct reads are a way for an op of `total` bytes a rank
   // (tuner_ways' size rule).
@@ -202,8 +200,9 @@ class ShmGroup : public Group {
   std::vector<uint64_t> counts_;      // all_to_allv's counts matrix
   std::vector<size_t> a2a_scratch_;   // all_to_all(v)'s counts and offsets
   std::vector<PeerInput> a2a_peers_;  // a2a_direct: every rank's input
-  std::vector<uint64_t> a2a_pushes_;  // a2a::balance_pushes' plan and loads
-  const int32_t pid_;                 // this process (direct reads)
+  // plan_pushes: the plan (n x n), its loads (n), then peer_roff (n).
+  std::vector<uint64_t> a2a_pushes_;
+  const int32_t pid_;  // this process (direct reads)
   // all_to_all(v)'s staging windows: whole slots, and after all_to_allv's
   // counts where they ride the slot's head (shm_all_to_all.cpp).
   const A2aPlace a2a_whole_;
