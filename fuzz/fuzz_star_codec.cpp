@@ -1,15 +1,16 @@
 // Copyright 2026 the jaccl authors.
 // libFuzzer target for the TCP star's reply coding (src/bootstrap/
 // tcp_star_codec.cpp): what a rank decodes from rank 0's coded reply,
-// straight from the socket's bytes and, since the 4096-rank work, in place at
-// the end of its own output. Two shapes of input:
-//   - raw coded bytes: decode_parts and decode_parts_in_place must agree
-//     (both refuse, or both give the same bytes), never crash or write past
-//     the result;
+// whole or fed piece by piece as it arrives (PartsDecoder). Two shapes of
+// input:
+//   - raw coded bytes: decode_parts and the same bytes fed in pieces (sizes
+//     the fuzzer picks) must agree (both refuse, or both give the same
+//     bytes), never crash or write past the result;
 //   - parts chosen by the fuzzer (runs of a repeated byte, rank-like
 //     counters, noise): encode_parts, then both decoders give them back.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,28 +23,27 @@ namespace star = jaccl::detail::star;
 
 namespace {
 
-// Both decoders over `coded`; aborts when they disagree.
+// Both ways over `coded`, the pieces `piece` bytes long (at least 1);
+// aborts when they disagree.
 void decode_both(const std::vector<uint8_t>& coded, size_t part, size_t total,
-                 const std::vector<char>* want) {
+                 size_t piece, const std::vector<char>* want) {
   std::vector<char> a(total, 0x5a);
   std::string why_a;
   const bool ok_a = star::decode_parts(coded, part, a.data(), total, &why_a);
-  bool ok_b = false;
   std::vector<char> b(total, 0x5a);
-  if (coded.size() <= total) {
-    if (!coded.empty()) {
-      std::memcpy(b.data() + (total - coded.size()), coded.data(),
-                  coded.size());
-    }
-    std::string why_b;
-    ok_b = star::decode_parts_in_place(b.data(), total, coded.size(), part,
-                                       &why_b);
-    if (ok_a != ok_b || (!ok_b && why_b.empty())) {
-      std::abort();  // in place must accept exactly what the copy accepts
-    }
-    if (ok_b && a != b) {
-      std::abort();
-    }
+  std::string why_b;
+  star::PartsDecoder dec(b.data(), total, part, coded.size());
+  bool ok_b = true;
+  for (size_t at = 0; at < coded.size() && ok_b; at += piece) {
+    ok_b =
+        dec.feed(coded.data() + at, std::min(piece, coded.size() - at), &why_b);
+  }
+  ok_b = ok_b && dec.finish(&why_b);
+  if (ok_a != ok_b || (!ok_b && why_b.empty())) {
+    std::abort();  // pieces must accept exactly what the whole accepts
+  }
+  if (ok_b && a != b) {
+    std::abort();
   }
   if (!ok_a && why_a.empty()) {
     std::abort();  // a refusal says why
@@ -60,8 +60,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t part = fdp.ConsumeIntegralInRange<size_t>(1, 96);
   const size_t parts = fdp.ConsumeIntegralInRange<size_t>(1, 64);
   const size_t total = part * parts;
+  const size_t piece = fdp.ConsumeIntegralInRange<size_t>(1, 64);
   if (fdp.ConsumeBool()) {
-    decode_both(fdp.ConsumeRemainingBytes<uint8_t>(), part, total, nullptr);
+    decode_both(fdp.ConsumeRemainingBytes<uint8_t>(), part, total, piece,
+                nullptr);
     return 0;
   }
   std::vector<char> src(total);
@@ -85,6 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  decode_both(star::encode_parts(src.data(), part, total), part, total, &src);
+  decode_both(star::encode_parts(src.data(), part, total), part, total, piece,
+              &src);
   return 0;
 }

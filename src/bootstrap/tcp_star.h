@@ -78,11 +78,31 @@ std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> bytes,
 std::vector<uint8_t> encode_parts(const char* src, size_t part, size_t total);
 bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
                   size_t total, std::string* why);
-// decode_parts of the `len` coded bytes that sit at the end of dst (its
-// last `len` of `total` bytes): a rank receives the coded result into its
-// output and decodes it there, with no buffer of its own.
-bool decode_parts_in_place(char* dst, size_t total, size_t len, size_t part,
-                           std::string* why);
+
+// decode_parts of `coded` bytes fed piece by piece as they arrive: a rank
+// decodes rank 0's reply from a small buffer the kernel has written before
+// (on some VMs the kernel's first write into a page costs 20x its later
+// ones, and with thousands of thread ranks every output was such a page).
+class PartsDecoder {
+ public:
+  PartsDecoder(char* dst, size_t total, size_t part, size_t coded);
+  // The next bytes of the coding; false (and *why) as soon as they cannot
+  // belong to a well-formed coding of `coded` bytes into `total`.
+  bool feed(const uint8_t* in, size_t len, std::string* why);
+  // After the last piece: whether it all decoded to exactly `total` bytes.
+  bool finish(std::string* why) const;
+
+ private:
+  bool start_run(uint64_t z, uint64_t l, std::string* why);
+
+  char* dst_;
+  size_t total_, part_, coded_;
+  size_t pos_ = 0;        // coded bytes fed so far
+  size_t o_ = 0;          // result bytes written so far
+  uint64_t literal_ = 0;  // literal bytes of the current run still to come
+  std::array<uint8_t, 20> head_{};  // a run header cut between two pieces
+  size_t head_len_ = 0;
+};
 
 // Why rank 0 refuses a connection that completed the handshake, or "" to
 // admit it. connected[r] tells whether rank r already has a connection.

@@ -32,19 +32,54 @@ void put_varint(std::vector<uint8_t>& out, uint64_t v) {
   out.push_back(static_cast<uint8_t>(v));
 }
 
-bool get_varint(std::span<const uint8_t> in, size_t* pos, uint64_t* v) {
+enum class Varint { Ok, Short, Bad };
+
+// One varint at in[*pos...]: Short when the bytes end inside it, Bad when it
+// runs past 64 bits.
+Varint get_varint(std::span<const uint8_t> in, size_t* pos, uint64_t* v) {
   *v = 0;
   for (int shift = 0; shift < 64; shift += 7) {
     if (*pos >= in.size()) {
-      return false;
+      return Varint::Short;
     }
     const uint8_t b = in[(*pos)++];
     *v |= static_cast<uint64_t>(b & 0x7f) << shift;
     if ((b & 0x80) == 0) {
-      return shift < 63 || b <= 1;
+      return shift < 63 || b <= 1 ? Varint::Ok : Varint::Bad;
     }
   }
-  return false;
+  return Varint::Bad;
+}
+
+// memcpy for the short copies a coding is made of (a part's unchanged
+// bytes, often a few dozen), without a call each: at 4096 ranks a rank
+// decodes millions of them per call.
+void copy_short(char* __restrict out, const char* __restrict in, size_t c) {
+  size_t k = 0;
+  for (; k + 8 <= c; k += 8) {
+    uint64_t a;
+    std::memcpy(&a, in + k, 8);
+    std::memcpy(out + k, &a, 8);
+  }
+  for (; k < c; ++k) {
+    out[k] = in[k];
+  }
+}
+
+// out = in ^ prev, word by word (out never overlaps prev or in).
+void xor_into(char* __restrict out, const uint8_t* __restrict in,
+              const char* __restrict prev, size_t c) {
+  size_t k = 0;
+  for (; k + 8 <= c; k += 8) {
+    uint64_t a, b;
+    std::memcpy(&a, in + k, 8);
+    std::memcpy(&b, prev + k, 8);
+    a ^= b;
+    std::memcpy(out + k, &a, 8);
+  }
+  for (; k < c; ++k) {
+    out[k] = static_cast<char>(in[k] ^ static_cast<uint8_t>(prev[k]));
+  }
 }
 
 }  // namespace
@@ -87,86 +122,132 @@ std::vector<uint8_t> encode_parts(const char* src, size_t part, size_t total) {
   return out;
 }
 
-namespace {
+PartsDecoder::PartsDecoder(char* dst, size_t total, size_t part, size_t coded)
+    : dst_(dst), total_(total), part_(part), coded_(coded) {}
 
-// decode_parts, reading `len` coded bytes at `in`. When `in` lies inside
-// dst (decode_parts_in_place: the coded bytes at its end), every token's
-// output must stay below the input it has not read yet; a token that would
-// overtake it first moves the rest of the input aside (never for what
-// encode_parts writes: past its first token, each token writes at least as
-// many bytes as it reads).
-bool decode(const uint8_t* in, size_t len, size_t part, char* dst, size_t total,
-            bool in_place, std::string* why) {
-  const size_t base = total - len;  // in place: where the input starts
-  std::vector<uint8_t> aside;
-  std::span<const uint8_t> coded(in, len);
-  size_t pos = 0, o = 0;
-  while (pos < coded.size()) {
-    const size_t token = pos;
-    uint64_t z = 0, l = 0;
-    if (!get_varint(coded, &pos, &z) || !get_varint(coded, &pos, &l)) {
-      *why = "truncated run header at byte " + std::to_string(pos);
-      return false;
-    }
-    if (z > total - o || l > total - o - z || l > coded.size() - pos) {
-      *why = "a run of " + std::to_string(z) + "+" + std::to_string(l) +
-             " bytes at byte " + std::to_string(o) + " overruns the " +
-             std::to_string(total) + "-byte result";
-      return false;
-    }
-    if (in_place && o + z > base + pos) {
-      aside.assign(coded.begin() + static_cast<ptrdiff_t>(token), coded.end());
-      coded = aside;
-      pos -= token;
-      in_place = false;
-    }
-    // Unchanged bytes: the previous part's (none before the first part).
-    size_t left = z;
-    if (o < part) {
-      const size_t zero = std::min(left, part - o);
-      std::memset(dst + o, 0, zero);
-      o += zero;
-      left -= zero;
-    }
-    while (left > 0) {
-      const size_t c = std::min(left, part);  // source ends before o
-      std::memcpy(dst + o, dst + o - part, c);
-      o += c;
-      left -= c;
-    }
-    // Literal bytes, each read before it is overwritten (in place, the
-    // output is at or below the input).
-    for (uint64_t k = 0; k < l; ++k, ++o) {
-      const uint8_t prev =
-          o >= part ? static_cast<uint8_t>(dst[o - part]) : uint8_t{0};
-      dst[o] = static_cast<char>(coded[pos + k] ^ prev);
-    }
-    pos += l;
+bool PartsDecoder::feed(const uint8_t* in, size_t len, std::string* why) {
+  if (len > coded_ - pos_) {
+    *why = std::to_string(pos_ + len) + " coded bytes where " +
+           std::to_string(coded_) + " were announced";
+    return false;
   }
-  if (o != total) {
-    *why = "it decodes to " + std::to_string(o) + " of " +
-           std::to_string(total) + " bytes";
+  const uint8_t* end = in + len;
+  while (in < end) {
+    if (literal_ > 0) {
+      // Literal bytes: XORed with the previous part's (none before the
+      // first), in pieces of at most a part so that no piece reads what it
+      // writes.
+      size_t c = static_cast<size_t>(
+          std::min<uint64_t>(literal_, static_cast<size_t>(end - in)));
+      pos_ += c;
+      literal_ -= c;
+      if (o_ < part_) {
+        const size_t first = std::min(c, part_ - o_);
+        std::memcpy(dst_ + o_, in, first);
+        o_ += first;
+        in += first;
+        c -= first;
+      }
+      while (c > 0) {
+        const size_t k = std::min(c, part_);
+        xor_into(dst_ + o_, in, dst_ + o_ - part_, k);
+        o_ += k;
+        in += k;
+        c -= k;
+      }
+      continue;
+    }
+    // A run header: read where it lies, unless a piece ended inside it
+    // (then gathered in head_, a byte at a time, until it is whole).
+    const size_t token = pos_ - head_len_;
+    std::span<const uint8_t> h(in, static_cast<size_t>(end - in));
+    if (head_len_ > 0) {
+      head_[head_len_++] = *in++;
+      ++pos_;
+      h = std::span<const uint8_t>(head_.data(), head_len_);
+    }
+    size_t at = 0;
+    uint64_t z = 0, l = 0;
+    const Varint a = get_varint(h, &at, &z);
+    const Varint b = a == Varint::Ok ? get_varint(h, &at, &l) : a;
+    if (b == Varint::Bad) {
+      *why = "malformed run header at byte " + std::to_string(token);
+      return false;
+    }
+    if (b == Varint::Short) {
+      if (head_len_ == 0) {  // under 20 bytes: each varint is at most 10
+        std::memcpy(head_.data(), in, h.size());
+        head_len_ = h.size();
+        in = end;
+        pos_ += h.size();
+      }
+      continue;
+    }
+    if (head_len_ == 0) {
+      in += at;
+      pos_ += at;
+    }
+    head_len_ = 0;
+    if (!start_run(z, l, why)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A run of z unchanged bytes, then l literal ones: writes the unchanged
+// bytes and sets up the literal.
+bool PartsDecoder::start_run(uint64_t z, uint64_t l, std::string* why) {
+  if (z > total_ - o_ || l > total_ - o_ - z || l > coded_ - pos_) {
+    *why = "a run of " + std::to_string(z) + "+" + std::to_string(l) +
+           " bytes at byte " + std::to_string(o_) + " overruns the " +
+           std::to_string(total_) + "-byte result";
+    return false;
+  }
+  // Unchanged bytes: the previous part's (zeros before the first part).
+  size_t left = static_cast<size_t>(z);
+  if (o_ < part_) {
+    const size_t zero = std::min(left, part_ - o_);
+    std::memset(dst_ + o_, 0, zero);
+    o_ += zero;
+    left -= zero;
+  }
+  while (left > 0) {
+    const size_t c = std::min(left, part_);  // source ends before o_
+    if (c <= 256) {
+      copy_short(dst_ + o_, dst_ + o_ - part_, c);
+    } else {
+      std::memcpy(dst_ + o_, dst_ + o_ - part_, c);
+    }
+    o_ += c;
+    left -= c;
+  }
+  literal_ = l;
+  return true;
+}
+
+bool PartsDecoder::finish(std::string* why) const {
+  if (head_len_ > 0) {
+    *why = "truncated run header at byte " + std::to_string(pos_ - head_len_);
+    return false;
+  }
+  if (pos_ != coded_ || literal_ > 0) {
+    *why = "the coding ends after " + std::to_string(pos_) + " of " +
+           std::to_string(coded_) + " bytes";
+    return false;
+  }
+  if (o_ != total_) {
+    *why = "it decodes to " + std::to_string(o_) + " of " +
+           std::to_string(total_) + " bytes";
     return false;
   }
   return true;
 }
 
-}  // namespace
-
 bool decode_parts(std::span<const uint8_t> coded, size_t part, char* dst,
                   size_t total, std::string* why) {
-  return decode(coded.data(), coded.size(), part, dst, total, false, why);
-}
-
-bool decode_parts_in_place(char* dst, size_t total, size_t len, size_t part,
-                           std::string* why) {
-  if (len > total) {
-    *why = std::to_string(len) + " coded bytes do not fit the " +
-           std::to_string(total) + "-byte result";
-    return false;
-  }
-  return decode(reinterpret_cast<const uint8_t*>(dst + (total - len)), len,
-                part, dst, total, true, why);
+  PartsDecoder d(dst, total, part, coded.size());
+  return d.feed(coded.data(), coded.size(), why) && d.finish(why);
 }
 
 }  // namespace jaccl::detail::star

@@ -152,8 +152,10 @@ TEST(StarCodec, RoundTrips) {
   }
 }
 
-// The coded bytes at the end of the output, decoded there (as ranks do).
-TEST(StarCodec, DecodesInPlace) {
+// Fed piece by piece as a rank receives it (down to a byte at a time, so
+// that run headers and literals are cut everywhere), the coding decodes
+// exactly as it does whole.
+TEST(StarCodec, DecodesInPieces) {
   std::mt19937 gen(11);
   for (size_t part : {1u, 8u, 64u, 256u}) {
     for (size_t count : {1u, 2u, 17u, 300u}) {
@@ -167,47 +169,52 @@ TEST(StarCodec, DecodesInPlace) {
       }
       for (const auto* d : {&frames, &random}) {
         auto coded = detail::star::encode_parts(d->data(), part, d->size());
-        if (coded.size() > d->size()) {
-          continue;  // sent plain
+        for (size_t piece : {size_t{1}, size_t{3}, size_t{7}, size_t{4096}}) {
+          std::vector<char> out(d->size(), 'x');
+          detail::star::PartsDecoder dec(out.data(), out.size(), part,
+                                         coded.size());
+          std::string why;
+          for (size_t at = 0; at < coded.size(); at += piece) {
+            ASSERT_TRUE(dec.feed(coded.data() + at,
+                                 std::min(piece, coded.size() - at), &why))
+                << why;
+          }
+          EXPECT_TRUE(dec.finish(&why)) << why;
+          EXPECT_EQ(out, *d) << "part " << part << ", count " << count
+                             << ", pieces of " << piece;
         }
-        std::vector<char> out(d->size(), 'x');
-        std::memcpy(out.data() + out.size() - coded.size(), coded.data(),
-                    coded.size());
-        std::string why;
-        EXPECT_TRUE(detail::star::decode_parts_in_place(
-            out.data(), out.size(), coded.size(), part, &why))
-            << why;
-        EXPECT_EQ(out, *d) << "part " << part << ", count " << count;
       }
     }
   }
 }
 
-// A stream whose output would overtake its unread input (encode_parts
-// writes none, a peer might) still decodes right, and malformed input in
-// place is refused as it is elsewhere.
-TEST(StarCodec, InPlaceSurvivesOvertakingAndRefusesMalformedInput) {
-  const std::vector<uint8_t> coded = {60, 0, 0, 4, 'w', 'x', 'y', 'z'};
-  std::vector<char> out(64, 'x');
-  std::memcpy(out.data() + 64 - coded.size(), coded.data(), coded.size());
-  std::string why;
-  ASSERT_TRUE(detail::star::decode_parts_in_place(out.data(), 64, coded.size(),
-                                                  16, &why))
-      << why;
-  std::vector<char> want(64, 0);
-  std::memcpy(want.data() + 60, "wxyz", 4);
-  EXPECT_EQ(out, want);
-  for (std::vector<uint8_t> bad :
-       {std::vector<uint8_t>{65, 0}, {0, 5, 1, 2}, {60, 0}, {0x80}}) {
-    std::vector<char> buf(64, 0);
-    std::memcpy(buf.data() + 64 - bad.size(), bad.data(), bad.size());
-    why.clear();
-    EXPECT_FALSE(detail::star::decode_parts_in_place(buf.data(), 64, bad.size(),
-                                                     16, &why));
+// Malformed input is refused fed a byte at a time as it is whole, and so is
+// more input than the reply announced.
+TEST(StarCodec, PiecesRefuseMalformedInput) {
+  for (std::vector<uint8_t> bad : {std::vector<uint8_t>{65, 0},
+                                   {0, 5, 1, 2},
+                                   {60, 0},
+                                   {0x80},
+                                   {},
+                                   {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                    0xff, 0xff, 0xff, 0x7f, 0}}) {
+    std::vector<char> out(64, 0);
+    detail::star::PartsDecoder dec(out.data(), 64, 16, bad.size());
+    std::string why;
+    bool ok = true;
+    for (size_t at = 0; at < bad.size() && ok; ++at) {
+      ok = dec.feed(bad.data() + at, 1, &why);
+    }
+    EXPECT_FALSE(ok && dec.finish(&why)) << bad.size() << " bytes";
     EXPECT_FALSE(why.empty());
   }
-  EXPECT_FALSE(
-      detail::star::decode_parts_in_place(out.data(), 64, 65, 16, &why));
+  const std::vector<uint8_t> ok = {64, 0};
+  std::vector<char> out(64, 'x');
+  detail::star::PartsDecoder dec(out.data(), 64, 16, 1);
+  std::string why;
+  EXPECT_TRUE(dec.feed(ok.data(), 1, &why)) << why;
+  EXPECT_FALSE(dec.feed(ok.data() + 1, 1, &why));
+  EXPECT_NE(why.find("announced"), std::string::npos) << why;
 }
 
 TEST(StarCodec, FramesShrink) {
