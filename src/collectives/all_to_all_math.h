@@ -58,6 +58,22 @@ struct Counts {
     return rows[static_cast<size_t>(at) * 2 * static_cast<size_t>(n) +
                 static_cast<size_t>(n) + static_cast<size_t>(from)];
   }
+  // Where rank `owner`'s block for rank `to` starts in its input.
+  constexpr uint64_t input_offset(int owner, int to) const {
+    uint64_t o = 0;
+    for (int j = 0; j < to; ++j) {
+      o += sends(owner, j);
+    }
+    return o;
+  }
+  // Where the block from rank `from` starts in rank `owner`'s output.
+  constexpr uint64_t output_offset(int owner, int from) const {
+    uint64_t o = 0;
+    for (int i = 0; i < from; ++i) {
+      o += sends(i, owner);
+    }
+    return o;
+  }
   // The largest block of the job (how many rounds a chunked copy needs).
   constexpr uint64_t largest() const {
     uint64_t m = 0;

@@ -311,11 +311,8 @@ void ShmGroup::plan_pushes(const a2a::Counts& c, A2aBlocks& b) {
   if (std::all_of(plan, plan + P * P, [](uint64_t x) { return x == 0; }))
     return;
   uint64_t* peer_roff = plan + P * P + P;
-  for (size_t q = 0; q < P; ++q) {
-    peer_roff[q] = 0;
-    for (int i = 0; i < rank_; ++i)
-      peer_roff[q] += c.sends(i, static_cast<int>(q));
-  }
+  for (size_t q = 0; q < P; ++q)
+    peer_roff[q] = c.output_offset(static_cast<int>(q), rank_);
   b.pushes = plan;
   b.peer_roff = peer_roff;
 }
@@ -496,9 +493,7 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     roff[q] = t;
     s += send[q];
     t += recv[q];
-    peer_off[q] = 0;
-    for (int j = 0; j < rank_; ++j)
-      peer_off[q] += c.sends(static_cast<int>(q), j);
+    peer_off[q] = c.input_offset(static_cast<int>(q), rank_);
   }
   const ShmStepDesc d{OpKind::AllToAllv, -1, all_bytes, 0, 0, 0};
   // Every rank decides from the same matrix: the same ways (and probe).

@@ -149,7 +149,7 @@ class ShmGroup : public Group {
                   const A2aPlace& pl, bool staged0, size_t own_done);
   // Direct: every block read straight out of its sender's input with
   // process_vm_readv (one copy), or its tail written into its receiver's
-  // output (process_vm_writev) where b.push_to says. Two syncs: addresses
+  // output (process_vm_writev) where b.pushes says. Two syncs: addresses
   // published, copies done; one when the addresses rode the last step
   // (published: then a2a_peers_ holds them).
   void a2a_direct(const ShmStepDesc& d, const A2aBlocks& b, bool published,

@@ -55,6 +55,13 @@ TEST(AllToAllMath, ConsistentCountsHaveNoMismatch) {
   EXPECT_EQ(c.expects(1, 2), 9u);
   EXPECT_EQ(c.largest(), 9u);
   EXPECT_EQ(c.total(), 27u);
+  // Rank 1's input: 4 for rank 0, then 4 for itself from byte 4. Rank 1's
+  // output: 0 from rank 0, 4 from itself, then 9 from rank 2 at byte 4.
+  EXPECT_EQ(c.input_offset(1, 1), 4u);
+  EXPECT_EQ(c.input_offset(2, 2), 9u);
+  EXPECT_EQ(c.output_offset(1, 2), 4u);
+  EXPECT_EQ(c.output_offset(2, 2), 7u);
+  EXPECT_EQ(c.output_offset(0, 0), 0u);
 }
 
 TEST(AllToAllMath, TheFirstMismatchInReceiverOrderIsReported) {
