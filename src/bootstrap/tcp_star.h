@@ -94,6 +94,7 @@ class PartsDecoder {
 
  private:
   bool start_run(uint64_t z, uint64_t l, std::string* why);
+  const uint8_t* short_runs(const uint8_t* in, const uint8_t* end);
 
   char* dst_;
   size_t total_, part_, coded_;

@@ -133,6 +133,12 @@ bool PartsDecoder::feed(const uint8_t* in, size_t len, std::string* why) {
   }
   const uint8_t* end = in + len;
   while (in < end) {
+    if (literal_ == 0 && head_len_ == 0 && o_ >= part_) {
+      in = short_runs(in, end);
+      if (in == end) {
+        break;
+      }
+    }
     if (literal_ > 0) {
       // Literal bytes: XORed with the previous part's (none before the
       // first), in pieces of at most a part so that no piece reads what it
@@ -193,6 +199,53 @@ bool PartsDecoder::feed(const uint8_t* in, size_t len, std::string* why) {
     }
   }
   return true;
+}
+
+// The common shape at thousands of ranks (frames alike but for a few
+// bytes: two short runs a part, millions a call), decoded without the
+// general path's bookkeeping: whole runs of this piece whose counts are one
+// byte each and no longer than a part, past the first part (so every byte
+// they read from the previous part is already written). Stops, having
+// consumed whole runs only, at the first run of another shape, which the
+// general path then takes (and checks).
+const uint8_t* PartsDecoder::short_runs(const uint8_t* in, const uint8_t* end) {
+  const uint8_t* p = in;
+  size_t o = o_;
+  while (end - p >= 2) {
+    const size_t z = p[0], l = p[1];
+    if (((z | l) & 0x80) != 0 || z > part_ || l > part_ ||
+        l > static_cast<size_t>(end - p - 2) || z + l > total_ - o) {
+      break;
+    }
+    // Whole words, past the run's end when there is room: the bytes
+    // written beyond it are written again by what follows.
+    const size_t zw = (z + 7) & ~size_t(7), lw = (l + 7) & ~size_t(7);
+    if (zw <= part_ && lw <= part_ && o + std::max(zw, z + lw) <= total_ &&
+        lw <= static_cast<size_t>(end - p - 2)) {
+      char* d = dst_ + o;
+      for (size_t k = 0; k < zw; k += 8) {
+        uint64_t a;
+        std::memcpy(&a, d - part_ + k, 8);
+        std::memcpy(d + k, &a, 8);
+      }
+      d += z;
+      for (size_t k = 0; k < lw; k += 8) {
+        uint64_t a, b;
+        std::memcpy(&a, p + 2 + k, 8);
+        std::memcpy(&b, d - part_ + k, 8);
+        a ^= b;
+        std::memcpy(d + k, &a, 8);
+      }
+    } else {
+      copy_short(dst_ + o, dst_ + o - part_, z);
+      xor_into(dst_ + o + z, p + 2, dst_ + o + z - part_, l);
+    }
+    o += z + l;
+    p += 2 + l;
+  }
+  pos_ += static_cast<size_t>(p - in);
+  o_ = o;
+  return p;
 }
 
 // A run of z unchanged bytes, then l literal ones: writes the unchanged

@@ -106,6 +106,24 @@ std::string host_of(const SockAddr& a) {
 }
 
 SockAddr resolve(const HostPort& hp, int rank) {
+  // A numeric address needs no resolver: glibc's getaddrinfo asks the
+  // kernel for the host's interfaces (a netlink dump) on every call, which
+  // thousands of ranks dialing one coordinator paid each.
+  SockAddr out;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&out.ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out.ss);
+  if (::inet_pton(AF_INET, hp.host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(hp.port);
+    out.len = sizeof(sockaddr_in);
+    return out;
+  }
+  if (::inet_pton(AF_INET6, hp.host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(hp.port);
+    out.len = sizeof(sockaddr_in6);
+    return out;
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -118,7 +136,6 @@ SockAddr resolve(const HostPort& hp, int rank) {
               "': " + ::gai_strerror(rc),
           {.rank = rank, .address = hp.str()});
   }
-  SockAddr out;
   // Prefer IPv4 when both exist: loopback names resolve to both and peers
   // usually listen on the v4 one.
   addrinfo* pick = res;

@@ -217,6 +217,45 @@ TEST(StarCodec, PiecesRefuseMalformedInput) {
   EXPECT_NE(why.find("announced"), std::string::npos) << why;
 }
 
+// Past the first part, whole runs of the short shape take a faster path;
+// it must refuse exactly what the byte-at-a-time decoding refuses, and
+// decode what it accepts to the same bytes.
+TEST(StarCodec, ShortRunsDecodeAsTheGeneralPath) {
+  auto decode = [](const std::vector<uint8_t>& c, size_t piece,
+                   std::vector<char>* out, std::string* why) {
+    out->assign(64, 'x');
+    detail::star::PartsDecoder dec(out->data(), 64, 16, c.size());
+    for (size_t at = 0; at < c.size(); at += piece) {
+      if (!dec.feed(c.data() + at, std::min(piece, c.size() - at), why)) {
+        return false;
+      }
+    }
+    return dec.finish(why);
+  };
+  const std::vector<std::vector<uint8_t>> cases = {
+      {16, 0, 16, 2, 1, 2, 30, 0},      // well formed
+      {16, 0, 48, 0},                   // well formed: one run of 3 parts
+      {16, 0, 16, 0, 16, 0, 16, 1, 5},  // one literal byte past the end
+      {16, 0, 17, 0, 31, 0},            // a run longer than a part, fine
+      {16, 0, 49, 0},                   // unchanged bytes past the end
+      {16, 0, 8, 9, 1, 2},              // a literal the input lacks
+      {16, 0, 16, 0x80},                // a count cut short
+  };
+  for (const auto& c : cases) {
+    std::vector<char> whole, bytes;
+    std::string why_whole, why_bytes;
+    const bool ok_whole = decode(c, c.size() + 1, &whole, &why_whole);
+    const bool ok_bytes = decode(c, 1, &bytes, &why_bytes);
+    EXPECT_EQ(ok_whole, ok_bytes)
+        << c.size() << " bytes: " << why_whole << " / " << why_bytes;
+    if (ok_whole && ok_bytes) {
+      EXPECT_EQ(whole, bytes);
+    } else {
+      EXPECT_FALSE(why_whole.empty());
+    }
+  }
+}
+
 TEST(StarCodec, FramesShrink) {
   std::vector<char> frames(256 * 1024);
   for (size_t r = 0; r < 1024; ++r) {
