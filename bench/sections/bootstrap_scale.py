@@ -321,7 +321,9 @@ def _thread_floor(res):
             f"{cpu_s / cpus:.2f} s on {cpus} CPUs. The ranks of a process "
             "now receive through a few shared 64 KiB buffers (the kernel "
             "writes the same pages every call) and copy or decode from "
-            "them in user space, as the `ideal` exchange copies.")
+            "them in user space, as the `ideal` exchange copies; a coded "
+            "round's short runs (the frames', two a part) decode in a "
+            "tight loop of whole-word copies.")
 
 
 # The reading that follows the tables, kept with the code that measures
