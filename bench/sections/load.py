@@ -20,17 +20,11 @@ every load, jaccl's default no slower than Open MPI's under the same load,
 and never more than 2x slower than itself unloaded where Open MPI manages
 that.
 
-Roofline under load: the section measures the machine's ceilings first
-(unloaded) and takes roofline.py's time for the op, divided by the CPU
-share the busiest rank can have under the load with every library's
-default binding (a CPU per rank): a compute thread in rank 0 shares rank
-0's CPU (half of it while both run: the kernel's fair share); one busy
-process beside two bound ranks on 2 CPUs leaves them 2/3 each at best
-(three tasks on two CPUs, the busy one moved between them); two leave 1/2.
-Bandwidth sizes only (64 KiB up): no model of a wake-up's latency under
-load. "2x itself unloaded" is beyond that roofline where twice the
-unloaded time is less than it: a library at its unloaded roofline cannot
-stay within 2x of itself when its busiest rank gets under half a CPU.
+Roofline under load (bench/README.md): this section's ceilings, measured
+unloaded before the jobs, give roofline.py's time for the op; it is
+divided by the CPU share the busiest rank can have under the load when
+every rank is bound to a CPU (SHARE), from 64 KiB (no model of a wake-up's
+latency under load).
 """
 import os
 import signal
@@ -55,7 +49,10 @@ SIZES = [("8", 200, 200), ("64K", compare.TUNER_WARM, 20),
 QUICK_SIZES = [("8", 50, 50), ("1M", 5, 5)]
 MIN_MS, QUICK_MIN_MS = 300, 100
 RANKS = 2
-# The CPU share the busiest rank can have under each load (docstring).
+# The CPU share the busiest rank can have under each load, ranks bound to a
+# CPU each: half beside a compute thread in its process (the kernel's fair
+# share) or two busy processes; two thirds beside one (three tasks on two
+# CPUs, the busy one moved between them).
 SHARE = {"none": 1.0, "busy1": 2 / 3, "busy2": 0.5, "thread": 0.5}
 ROOF_MIN = 64 << 10
 
@@ -141,7 +138,7 @@ def _per(a, b):
 
 
 def loaded_roof_us(res, plane, ld, b):
-    """The least time (us) of a call under load `ld` (docstring), or None
+    """The least time (us) of a call under load `ld` (SHARE), or None
     (small sizes, no ceilings in the results)."""
     import roofline
     c = res.get("ceilings")

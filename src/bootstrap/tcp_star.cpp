@@ -81,12 +81,12 @@ struct DialLobby {
 
 // Buffers rank 0's replies are received into, piece by piece, and copied
 // or decoded (PartsDecoder) from, shared by the ranks of a process. The
-// kernel writes into
-// few pages this way, the same ones each call: on some VMs its first write
-// into a page costs ~20x its later ones (7.4 us against 0.31 measured
-// here), and with 4096 thread ranks receiving into their own outputs that
-// was ~1 GiB of first writes in the first call. A rank holds a buffer only
-// while it reads and decodes what has arrived, so a handful serve them all.
+// kernel writes into few pages this way, the same ones each call: on some
+// VMs its first write into a page costs ~20x its later ones (7.4 us
+// against 0.31 measured here), and with 4096 thread ranks receiving into
+// their own outputs that was ~1 GiB of first writes in the first call. A
+// rank holds a buffer only while it reads and decodes what has arrived, so
+// a handful serve them all.
 class ReceivePool {
  public:
   static constexpr size_t kBytes = 64 << 10;

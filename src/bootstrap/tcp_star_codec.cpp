@@ -51,33 +51,45 @@ Varint get_varint(std::span<const uint8_t> in, size_t* pos, uint64_t* v) {
   return Varint::Bad;
 }
 
-// memcpy for the short copies a coding is made of (a part's unchanged
-// bytes, often a few dozen), without a call each: at 4096 ranks a rank
-// decodes millions of them per call.
-void copy_short(char* __restrict out, const char* __restrict in, size_t c) {
-  size_t k = 0;
-  for (; k + 8 <= c; k += 8) {
+// The first c bytes of in to out, c a multiple of 8, a word at a time.
+void copy_words(char* __restrict out, const char* __restrict in, size_t c) {
+  for (size_t k = 0; k < c; k += 8) {
     uint64_t a;
     std::memcpy(&a, in + k, 8);
     std::memcpy(out + k, &a, 8);
   }
-  for (; k < c; ++k) {
-    out[k] = in[k];
-  }
 }
 
-// out = in ^ prev, word by word (out never overlaps prev or in).
-void xor_into(char* __restrict out, const uint8_t* __restrict in,
-              const char* __restrict prev, size_t c) {
-  size_t k = 0;
-  for (; k + 8 <= c; k += 8) {
+// out = in ^ prev over c bytes, c a multiple of 8, a word at a time (out
+// never overlaps prev or in).
+void xor_words(char* __restrict out, const uint8_t* __restrict in,
+               const char* __restrict prev, size_t c) {
+  for (size_t k = 0; k < c; k += 8) {
     uint64_t a, b;
     std::memcpy(&a, in + k, 8);
     std::memcpy(&b, prev + k, 8);
     a ^= b;
     std::memcpy(out + k, &a, 8);
   }
-  for (; k < c; ++k) {
+}
+
+// memcpy for the short copies a coding is made of (a part's unchanged
+// bytes, often a few dozen), without a call each: at 4096 ranks a rank
+// decodes millions of them per call.
+void copy_short(char* __restrict out, const char* __restrict in, size_t c) {
+  const size_t w = c & ~size_t(7);
+  copy_words(out, in, w);
+  for (size_t k = w; k < c; ++k) {
+    out[k] = in[k];
+  }
+}
+
+// xor_words for any c.
+void xor_into(char* __restrict out, const uint8_t* __restrict in,
+              const char* __restrict prev, size_t c) {
+  const size_t w = c & ~size_t(7);
+  xor_words(out, in, prev, w);
+  for (size_t k = w; k < c; ++k) {
     out[k] = static_cast<char>(in[k] ^ static_cast<uint8_t>(prev[k]));
   }
 }
@@ -222,20 +234,8 @@ const uint8_t* PartsDecoder::short_runs(const uint8_t* in, const uint8_t* end) {
     const size_t zw = (z + 7) & ~size_t(7), lw = (l + 7) & ~size_t(7);
     if (zw <= part_ && lw <= part_ && o + std::max(zw, z + lw) <= total_ &&
         lw <= static_cast<size_t>(end - p - 2)) {
-      char* d = dst_ + o;
-      for (size_t k = 0; k < zw; k += 8) {
-        uint64_t a;
-        std::memcpy(&a, d - part_ + k, 8);
-        std::memcpy(d + k, &a, 8);
-      }
-      d += z;
-      for (size_t k = 0; k < lw; k += 8) {
-        uint64_t a, b;
-        std::memcpy(&a, p + 2 + k, 8);
-        std::memcpy(&b, d - part_ + k, 8);
-        a ^= b;
-        std::memcpy(d + k, &a, 8);
-      }
+      copy_words(dst_ + o, dst_ + o - part_, zw);
+      xor_words(dst_ + o + z, p + 2, dst_ + o + z - part_, lw);
     } else {
       copy_short(dst_ + o, dst_ + o - part_, z);
       xor_into(dst_ + o + z, p + 2, dst_ + o + z - part_, l);
