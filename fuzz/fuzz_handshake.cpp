@@ -3,7 +3,8 @@
 // decoder, the ServerHandshake state machine fed in fuzzer-chosen pieces over
 // a socketpair (sometimes with a well-formed Hello and a correct proof, so the
 // fuzzer also reaches the states after them), rank 0's admission rule, and the
-// star's request/reply headers. Built by fuzz/CMakeLists.txt (-DJACCL_FUZZ=ON).
+// star's request/reply headers and shared-result references. Built by
+// fuzz/CMakeLists.txt (-DJACCL_FUZZ=ON).
 #include <fuzzer/FuzzedDataProvider.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "bootstrap/tcp_star.h"
+#include "bootstrap/tcp_star_shared.h"
 #include "common/handshake.h"
 
 namespace d = jaccl::detail;
@@ -21,15 +23,17 @@ namespace d = jaccl::detail;
 namespace {
 
 void parse_raw(FuzzedDataProvider& fdp) {
-  auto bytes = fdp.ConsumeBytes<uint8_t>(fdp.ConsumeIntegralInRange(0, 80));
+  auto bytes = fdp.ConsumeBytes<uint8_t>(fdp.ConsumeIntegralInRange(0, 120));
   // Often start with a real magic, so the decoders get past their first check.
-  const int magic = fdp.ConsumeIntegralInRange(0, 3);
+  const int magic = fdp.ConsumeIntegralInRange(0, 4);
   if (magic == 1 && bytes.size() >= 8) {
     std::memcpy(bytes.data(), d::encode_hello({}).data(), 8);
   } else if (magic == 2 && bytes.size() >= 4) {
     std::memcpy(bytes.data(), d::star::encode_reply({}).data(), 4);
   } else if (magic == 3 && bytes.size() >= 4) {
     std::memcpy(bytes.data(), d::star::encode_request(0).data(), 4);
+  } else if (magic == 4 && bytes.size() >= 4) {
+    std::memcpy(bytes.data(), d::star::encode_shared_ref({}).data(), 4);
   }
   std::string why;
   auto h = d::decode_hello(bytes, &why);
@@ -43,6 +47,14 @@ void parse_raw(FuzzedDataProvider& fdp) {
   }
   d::star::decode_request(bytes);
   d::star::decode_reply(bytes, &why);
+  if (auto ref = d::star::decode_shared_ref(bytes, &why)) {
+    // A reference accepted re-encodes to the same bytes, and never points
+    // outside its segment.
+    if (d::star::encode_shared_ref(*ref) != bytes ||
+        ref->offset + ref->length > ref->segment_bytes) {
+      __builtin_trap();
+    }
+  }
   if (bytes.size() >= d::star::kReplyBytes) {
     d::star::decode_reply(
         std::span<const uint8_t>(bytes.data(), d::star::kReplyBytes), &why);

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "bootstrap/tcp_star_shared.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -408,7 +409,9 @@ class Client {
     const Deadline dl = o_.timeout.count() > 0
                             ? Deadline::after(o_.timeout + kReplyGrace)
                             : Deadline::never();
-    const auto req = star::encode_request(n, star::kAcceptsCoded);
+    // Computed once: the same for every rank of the process.
+    static const uint64_t host = star::shared_host_key();
+    const auto req = star::encode_request(n, star::kAcceptsCoded, host);
     bool early = false;
     if (coord_.valid()) {
       early = send_request(req, src, n, dl, dl);
@@ -449,13 +452,22 @@ class Client {
     }
     const size_t want = n * static_cast<size_t>(o_.size);
     const bool coded = (h->flags & star::kCoded) != 0;
-    if (early || (coded ? h->length > want : h->length != want)) {
+    const bool shared = (h->flags & star::kShared) != 0;
+    const size_t most = shared ? star::kMaxSharedRef : want;
+    if (early || (coded || shared ? h->length > most : h->length != want)) {
       raise(ErrorKind::Protocol,
             "the coordinator's reply to " + call_name() + " holds " +
-                std::to_string(h->length) + (coded ? " coded" : "") +
-                " bytes, expected " + (coded ? "at most " : "") +
-                std::to_string(want),
+                std::to_string(h->length) +
+                (coded    ? " coded"
+                 : shared ? " reference"
+                          : "") +
+                " bytes, expected " + (coded || shared ? "at most " : "") +
+                std::to_string(most),
             client_ctx());
+    }
+    if (shared) {
+      read_shared(static_cast<size_t>(h->length), dst, want, dl);
+      return;
     }
     // Both ways through a buffer of the pool (ReceivePool): the result
     // itself is fresh to the kernel.
@@ -501,6 +513,26 @@ class Client {
     if (dec && !dec->finish(&why)) {
       malformed();
     }
+  }
+
+  // A reply with flag kShared: where in rank 0's shared memory the result is.
+  void read_shared(size_t len, char* dst, size_t want, const Deadline& dl) {
+    std::vector<uint8_t> body(len);
+    recv_reply(body.data(), body.size(), dl);
+    std::string why;
+    auto ref = star::decode_shared_ref(body, &why);
+    if (ref && ref->length != want) {
+      why = "it names " + std::to_string(ref->length) + " bytes, expected " +
+            std::to_string(want);
+      ref.reset();
+    }
+    if (!ref) {
+      raise(ErrorKind::Protocol,
+            "the coordinator's reference to its result of " + call_name() +
+                " is malformed: " + why,
+            client_ctx());
+    }
+    shared_.read(*ref, dst, client_ctx());
   }
 
   // The body of a reply, `want` bytes, through read(done, room), which
@@ -579,6 +611,7 @@ class Client {
   uint64_t calls_ = 0;
   uint64_t seq_ = 0;  // number of the call in progress
   std::shared_ptr<DialLobby> lobby_;
+  star::SharedReader shared_;
   Fd coord_;
   std::string dropped_;         // why the last handshake broke off
   bool verdict_due_ = false;    // the handshake's verdict is not read yet

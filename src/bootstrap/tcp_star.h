@@ -30,20 +30,24 @@ struct TcpStarOptions {
 AllGatherFn make_tcp_star(const TcpStarOptions& options);
 
 // The star's wire format after the handshake, exposed for tests and fuzzing.
-//   rank r -> 0  Request: magic u32, flags u32, n_bytes u64, then payload
+//   rank r -> 0  Request: magic u32, flags u32, n_bytes u64, host u64, then
+//                         payload
 //   0 -> rank r  Reply:   magic u32, status u32, kind u32, flags u32,
 //                         length u64, then size * n_bytes bytes (Ok) or an
 //                         error message every rank throws (Error)
 // Request flag kAcceptsCoded: the rank can decode a coded result; rank 0 may
 // then answer with reply flag kCoded, the body being encode_parts() of the
-// result and `length` its size (older peers send and expect flags 0).
+// result and `length` its size. `host` is the rank's shared_host_key() (0:
+// none); a rank whose key is rank 0's may get reply flag kShared instead,
+// the body being a SharedRef (tcp_star_shared.h) to the result in rank 0's
+// shared memory.
 namespace star {
 
 // Rank 0's half (tcp_star_server.cpp): binds at once, then serves one
 // all-gather per call. make_tcp_star adds locking and poisoning.
 AllGatherFn make_server(const TcpStarOptions& options);
 
-inline constexpr size_t kRequestBytes = 16;
+inline constexpr size_t kRequestBytes = 24;
 inline constexpr size_t kReplyBytes = 24;
 inline constexpr size_t kMaxErrorMessage = 4096;
 
@@ -51,20 +55,23 @@ enum class Status : uint32_t { Ok = 0, Error = 1 };
 
 inline constexpr uint32_t kAcceptsCoded = 1;  // request flag
 inline constexpr uint32_t kCoded = 1;         // reply flag
+inline constexpr uint32_t kShared = 2;        // reply flag
 
 struct ReplyHeader {
   Status status = Status::Ok;
   ErrorKind kind = ErrorKind::Internal;  // meaningful for Error only
   uint64_t length = 0;
-  uint32_t flags = 0;  // kCoded (Ok only)
+  uint32_t flags = 0;  // kCoded or kShared (Ok only)
 };
 
 std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes,
-                                                  uint32_t flags = 0);
+                                                  uint32_t flags = 0,
+                                                  uint64_t host = 0);
 // n_bytes, or nullopt when the bytes are not a request.
 std::optional<uint64_t> decode_request(std::span<const uint8_t> bytes);
-// A well-formed request's flags (unknown ones are ignored).
+// A well-formed request's flags (unknown ones are ignored) and host key.
 uint32_t request_flags(std::span<const uint8_t> bytes);
+uint64_t request_host(std::span<const uint8_t> bytes);
 
 std::array<uint8_t, kReplyBytes> encode_reply(const ReplyHeader& h);
 // nullopt (and *why) when the bytes are not a well-formed reply header.

@@ -122,12 +122,36 @@ void Server::lost_sending(int r, int err) {
 void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
   auto head = encode_reply(
       {Status::Ok, ErrorKind::Internal, static_cast<uint64_t>(total)});
-  // Coded once for every rank that takes it, when that saves a quarter.
+  // Written once into shared memory for the ranks that can map it.
+  std::vector<uint8_t> ref;
+  const auto near =
+      host_key_ == 0
+          ? 0
+          : std::count_if(conns_.begin() + 1, conns_.end(),
+                          [&](const Conn& c) { return c.host == host_key_; });
+  if (total >= kShareFrom && near > 0) {
+    if (auto r = shared_.publish(dst, total, static_cast<int>(near))) {
+      ref = encode_shared_ref(*r);
+      JACCL_LOG(Debug, "coordinator "
+                           << address_ << ": " << call_name()
+                           << "'s result in shared memory memfd:" << r->label
+                           << " for " << near << " rank(s)");
+    }
+  }
+  auto shares = [&](const Conn& c) {
+    return !ref.empty() && c.host == host_key_;
+  };
+  const auto shared_head =
+      encode_reply({Status::Ok, ErrorKind::Internal, ref.size(), kShared});
+  const bool any_tcp = std::any_of(conns_.begin() + 1, conns_.end(),
+                                   [&](const Conn& c) { return !shares(c); });
+  // Coded once for every other rank that takes it, when that saves a
+  // quarter.
   std::vector<uint8_t> coded;
   const size_t n = total / static_cast<size_t>(o_.size);
   if (total >= kCodeFrom &&
       std::any_of(conns_.begin() + 1, conns_.end(),
-                  [](const Conn& c) { return c.coded_ok; })) {
+                  [&](const Conn& c) { return c.coded_ok && !shares(c); })) {
     coded = encode_parts(dst, n, total);
     if (coded.size() > total - total / 4) {
       coded.clear();
@@ -143,10 +167,16 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
   // A bounded number of replies at a time, in rank order: the bytes
   // queued in the kernel stay bounded (all at once, 4095 replies of 1 MiB,
   // is 4 GiB of socket memory) and so do the ranks woken at once.
-  const size_t body = coded.empty() ? total : coded.size();
+  const size_t body = !any_tcp        ? ref.size()
+                      : coded.empty() ? total
+                                      : coded.size();
   const int in_flight = static_cast<int>(
       std::max<size_t>(16, kInFlightBytes / std::max<size_t>(body, 1)));
   auto outbox = [&](const Conn& c) {
+    if (shares(c)) {
+      return Outbox{shared_head, reinterpret_cast<const char*>(ref.data()),
+                    ref.size(), 0};
+    }
     return !coded.empty() && c.coded_ok
                ? Outbox{coded_head, reinterpret_cast<const char*>(coded.data()),
                         coded.size(), 0}
@@ -286,6 +316,7 @@ void Server::fail(ErrorKind kind, const Detail& what) {
   }
   listener_.reset();
   pending_.clear();
+  shared_.abandon();
   raise(kind, what, {.rank = 0});
 }
 }  // namespace jaccl::detail::star

@@ -24,7 +24,11 @@ Server::Server(const TcpStarOptions& o)
       address_(parse_host_port(o.address, "JACCL_COORDINATOR").str()),
       job_(token_fingerprint(o.token)),
       conns_(static_cast<size_t>(o.size)),
-      connected_(static_cast<size_t>(o.size)) {
+      connected_(static_cast<size_t>(o.size)),
+      host_key_(shared_host_key()),
+      shared_(address_, o.timeout.count() > 0
+                            ? std::min(o.timeout, kSharedLinger)
+                            : kSharedLinger) {
   const std::string who =
       "the coordinator of " + std::to_string(o.size) + " ranks at " + address_;
   ensure_fd_room(static_cast<size_t>(o.size) + kStrayRoom, who, 0);
@@ -395,6 +399,7 @@ void Server::read_request(int r, char* dst, size_t n) {
         }
         c.n = *m;
         c.coded_ok = (request_flags(c.req) & kAcceptsCoded) != 0;
+        c.host = request_host(c.req);
       }
     } else {
       c.have += static_cast<size_t>(k);

@@ -15,6 +15,7 @@
 
 #include "bootstrap/tcp_star.h"
 #include "bootstrap/tcp_star_limits.h"
+#include "bootstrap/tcp_star_shared.h"
 #include "common/net.h"
 
 namespace jaccl::detail::star {
@@ -33,6 +34,11 @@ constexpr int kReserveFdsFrom = 256;
 constexpr int kAcceptBatch = 256;
 // Results smaller than this go uncoded (see tcp_star_codec.cpp).
 constexpr size_t kCodeFrom = 16 << 10;
+// Results from this size go through shared memory to the ranks that can map
+// rank 0's segment (tcp_star_shared.h); smaller ones are a write or two.
+constexpr size_t kShareFrom = 64 << 10;
+// How long a closing star waits for its ranks to map its last shared result.
+constexpr Millis kSharedLinger{10000};
 // Result bytes being written at once (see send_result), and the socket
 // buffers that let one reply go out in one piece.
 constexpr size_t kInFlightBytes = size_t(64) << 20;
@@ -73,6 +79,7 @@ struct Conn {
   size_t have = 0;
   bool complete = false;  // this call's request read (or its size refused)
   bool coded_ok = false;  // it decodes a coded result
+  uint64_t host = 0;      // its shared_host_key() (0: none)
   Outbox out;
   bool lost = false;  // the connection broke while we wrote to it
 };
@@ -152,6 +159,8 @@ class Server {
   int complete_ = 0;               // ranks whose request is read
   std::map<int, Detail> refused_;  // why a rank's attempt failed
   int lost_rank_ = -1;  // broke while we sent; reported at the next call
+  uint64_t host_key_;   // ranks with this key map shared_
+  SharedResults shared_;
 };
 
 }  // namespace jaccl::detail::star

@@ -18,16 +18,22 @@ constexpr uint32_t kReplyMagic = 0x50524a53;    // "SJRP"
 }  // namespace
 
 std::array<uint8_t, kRequestBytes> encode_request(uint64_t n_bytes,
-                                                  uint32_t flags) {
+                                                  uint32_t flags,
+                                                  uint64_t host) {
   std::array<uint8_t, kRequestBytes> b{};
   put_u32(&b[0], kRequestMagic);
   put_u32(&b[4], flags);
   put_u64(&b[8], n_bytes);
+  put_u64(&b[16], host);
   return b;
 }
 
 uint32_t request_flags(std::span<const uint8_t> b) {
   return decode_request(b) ? get_u32(&b[4]) : 0;
+}
+
+uint64_t request_host(std::span<const uint8_t> b) {
+  return decode_request(b) ? get_u64(&b[16]) : 0;
 }
 
 std::optional<uint64_t> decode_request(std::span<const uint8_t> b) {
@@ -63,7 +69,8 @@ std::optional<ReplyHeader> decode_reply(std::span<const uint8_t> b,
     return std::nullopt;
   }
   h.status = static_cast<Status>(status);
-  if ((h.flags & ~kCoded) != 0 || (h.status == Status::Error && h.flags)) {
+  if ((h.flags & ~(kCoded | kShared)) != 0 || h.flags == (kCoded | kShared) ||
+      (h.status == Status::Error && h.flags)) {
     *why = "unknown flags " + std::to_string(h.flags);
     return std::nullopt;
   }

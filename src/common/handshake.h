@@ -29,8 +29,10 @@
 namespace jaccl::detail {
 
 inline constexpr uint64_t kMagic = 0x314c4343414a0a6aull;  // "j\nJACCL1"
-// 2: tokenless proofs are kNoTokenProof (1: HMAC with an empty key).
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: the TCP star's requests carry a host key and its replies may point to
+// shared memory; 2: tokenless proofs are kNoTokenProof (1: HMAC with an
+// empty key).
+inline constexpr uint32_t kProtocolVersion = 3;
 
 enum class Channel : uint32_t { Coordinator = 1, Data = 2, Control = 3 };
 const char* channel_name(Channel c);

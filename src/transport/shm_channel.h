@@ -24,7 +24,7 @@
 #include "common/error_detail.h"
 #include "transport/failure.h"
 #include "transport/shm_layout.h"
-#include "transport/shm_segment.h"
+#include "common/shm_segment.h"
 
 namespace jaccl::detail {
 

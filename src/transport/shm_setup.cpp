@@ -19,7 +19,7 @@
 #include "common/random.h"
 #include "transport/shm_handoff.h"
 #include "transport/shm_layout.h"
-#include "transport/shm_segment.h"
+#include "common/shm_segment.h"
 
 namespace jaccl::detail {
 

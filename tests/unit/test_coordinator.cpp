@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,11 +18,13 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/tcp_star.h"
+#include "bootstrap/tcp_star_shared.h"
 #include "common/handshake.h"
 #include "common/net.h"
 #include "support/proc.h"
@@ -43,30 +46,37 @@ struct StarJob {
 };
 
 // n star_worker processes; common env for all, per_rank on top.
+// wrap: a shell command run for every rank instead of the worker, which
+// it finds in $0 (say, to start one rank in another namespace).
 StarJob start_job(int n, const std::map<std::string, std::string>& common,
-                  const RankEnv& per_rank = {}) {
+                  const RankEnv& per_rank = {}, const std::string& wrap = "") {
   int port = free_loopback_port();
   std::string address = "127.0.0.1:" + std::to_string(port);
-  auto job = Job::start(worker_path("star_worker"), {}, n, [&](int rank) {
-    std::map<std::string, std::string> e{
-        {"JACCL_RANK", std::to_string(rank)},
-        {"JACCL_SIZE", std::to_string(n)},
-        {"JACCL_COORDINATOR", address},
-        {"JACCL_TOKEN", kUnsetEnv},
-        {"JACCL_TIMEOUT", "60"},
-        {"STAR_MODE", kUnsetEnv},
-        {"STAR_SIZES", kUnsetEnv},
-        {"STAR_GO_FILE", kUnsetEnv},
-        {"STAR_DELAY_MS", kUnsetEnv},
-    };
-    for (const auto& [k, v] : common)
-      e[k] = v;
-    if (auto it = per_rank.find(rank); it != per_rank.end()) {
-      for (const auto& [k, v] : it->second)
-        e[k] = v;
-    }
-    return e;
-  });
+  const std::string worker = worker_path("star_worker");
+  auto job =
+      Job::start(wrap.empty() ? worker : "/bin/sh",
+                 wrap.empty() ? std::vector<std::string>{}
+                              : std::vector<std::string>{"-c", wrap, worker},
+                 n, [&](int rank) {
+                   std::map<std::string, std::string> e{
+                       {"JACCL_RANK", std::to_string(rank)},
+                       {"JACCL_SIZE", std::to_string(n)},
+                       {"JACCL_COORDINATOR", address},
+                       {"JACCL_TOKEN", kUnsetEnv},
+                       {"JACCL_TIMEOUT", "60"},
+                       {"STAR_MODE", kUnsetEnv},
+                       {"STAR_SIZES", kUnsetEnv},
+                       {"STAR_GO_FILE", kUnsetEnv},
+                       {"STAR_DELAY_MS", kUnsetEnv},
+                   };
+                   for (const auto& [k, v] : common)
+                     e[k] = v;
+                   if (auto it = per_rank.find(rank); it != per_rank.end()) {
+                     for (const auto& [k, v] : it->second)
+                       e[k] = v;
+                   }
+                   return e;
+                 });
   return {port, address, std::move(job)};
 }
 
@@ -648,6 +658,187 @@ TEST(CoordinatorReply, RankLostDuringALargeResultIsNamedAtTheNextCall) {
   }
 }
 
+// ---- shared replies (tcp_star_shared.h) ------------------------------------
+
+// Rank 0 writes a large result once into shared memory; a rank that says
+// it can open it (rank 0's key) gets a reference, one from elsewhere (any
+// other key) the bytes, and a rank of this library takes either.
+TEST(CoordinatorShared, RanksWithRankZerosKeyGetAReferenceTheOthersTheBytes) {
+  namespace s = detail::star;
+  const int size = 4;
+  const size_t n = 32 << 10;  // results of 128 KiB: past kShareFrom
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  auto part = [&](int r, int call) {
+    std::vector<char> p(n);
+    std::mt19937 gen(static_cast<unsigned>(r * 10 + call));
+    for (auto& c : p) {
+      c = static_cast<char>(gen());
+    }
+    return p;
+  };
+  auto whole = [&](int call) {
+    std::vector<char> w;
+    for (int r = 0; r < size; ++r) {
+      auto p = part(r, call);
+      w.insert(w.end(), p.begin(), p.end());
+    }
+    return w;
+  };
+  // Ranks 0 and 1 through make_tcp_star, two calls each.
+  std::vector<std::vector<char>> got0(2), got1(2);
+  std::vector<std::string> err(2);
+  std::vector<std::thread> ts;
+  auto r0 = detail::make_tcp_star({0, size, a, "", 60s});
+  for (int r : {0, 1}) {
+    ts.emplace_back([&, r] {
+      try {
+        auto fn = r == 0 ? r0 : detail::make_tcp_star({r, size, a, "", 60s});
+        auto& got = r == 0 ? got0 : got1;
+        for (int call = 0; call < 2; ++call) {
+          got[call].resize(n * size);
+          fn(part(r, call).data(), got[call].data(), n);
+        }
+      } catch (const std::exception& e) {
+        err[r] = e.what();
+      }
+    });
+  }
+  // Rank 2 with rank 0's key, rank 3 with another, by hand.
+  const uint64_t mine = s::shared_host_key();
+  ASSERT_NE(mine, 0u) << "this host has no key (boot id, pid namespace)";
+  auto dl = detail::Deadline::after(60s);
+  std::map<int, detail::Fd> fds;
+  for (int r : {2, 3}) {
+    fds[r] = dial(a);
+    auto h = hello(r, size, "");
+    h.nonce = detail::random_nonce();
+    detail::client_handshake(fds[r].get(), h, "", dl, {});
+  }
+  s::SharedReader reader;
+  std::string first_label;
+  for (int call = 0; call < 2; ++call) {
+    for (int r : {2, 3}) {
+      auto req = s::encode_request(n, 0, r == 2 ? mine : mine ^ 2);
+      detail::send_all(fds[r].get(), req.data(), req.size(), dl, {});
+      detail::send_all(fds[r].get(), part(r, call).data(), n, dl, {});
+    }
+    for (int r : {2, 3}) {
+      std::array<uint8_t, s::kReplyBytes> head{};
+      detail::recv_all(fds[r].get(), head.data(), head.size(), dl, {});
+      std::string why;
+      auto h = s::decode_reply(head, &why);
+      ASSERT_TRUE(h) << why;
+      ASSERT_EQ(h->status, s::Status::Ok);
+      std::vector<char> out(n * size);
+      if (r == 3) {
+        EXPECT_EQ(h->flags, 0u);
+        ASSERT_EQ(h->length, n * size);
+        detail::recv_all(fds[r].get(), out.data(), out.size(), dl, {});
+      } else {
+        ASSERT_EQ(h->flags, s::kShared);
+        std::vector<uint8_t> body(h->length);
+        detail::recv_all(fds[r].get(), body.data(), body.size(), dl, {});
+        auto ref = s::decode_shared_ref(body, &why);
+        ASSERT_TRUE(ref) << why;
+        EXPECT_EQ(ref->pid, static_cast<uint32_t>(::getpid()));  // rank 0's
+        EXPECT_EQ(ref->length, n * size);
+        // A result no larger than the first reuses its segment.
+        if (call == 0) {
+          first_label = ref->label;
+        } else {
+          EXPECT_EQ(ref->label, first_label);
+        }
+        reader.read(*ref, out.data(), {.rank = 2});
+      }
+      EXPECT_TRUE(out == whole(call)) << "rank " << r << ", call " << call;
+    }
+  }
+  for (auto& t : ts) {
+    t.join();
+  }
+  for (int r : {0, 1}) {
+    EXPECT_EQ(err[r], "") << "rank " << r;
+  }
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_TRUE(got0[call] == whole(call)) << "rank 0, call " << call;
+    EXPECT_TRUE(got1[call] == whole(call)) << "rank 1, call " << call;
+  }
+}
+
+// Ranks open a shared result through rank 0's descriptor: a star closing
+// right after its last call waits until the ranks told of it have mapped
+// it, or a rank that reads its reply late would find nothing to open.
+TEST(CoordinatorShared, AClosingStarWaitsForItsRanksToMapTheLastResult) {
+  namespace s = detail::star;
+  const size_t n = 64 << 10;
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  std::atomic<bool> closed{false};
+  std::string err0;
+  auto r0 = detail::make_tcp_star({0, 2, a, "", 60s});
+  std::thread t0([&] {
+    try {
+      std::vector<char> in(n, 'a'), out(2 * n);
+      r0(in.data(), out.data(), n);
+      r0 = nullptr;  // the star closes
+    } catch (const std::exception& e) {
+      err0 = e.what();
+    }
+    closed = true;
+  });
+  auto dl = detail::Deadline::after(60s);
+  auto fd = dial(a);
+  auto h = hello(1, 2, "");
+  h.nonce = detail::random_nonce();
+  detail::client_handshake(fd.get(), h, "", dl, {});
+  auto req = s::encode_request(n, 0, s::shared_host_key());
+  detail::send_all(fd.get(), req.data(), req.size(), dl, {});
+  const std::vector<char> mine(n, 'b');
+  detail::send_all(fd.get(), mine.data(), n, dl, {});
+  std::array<uint8_t, s::kReplyBytes> head{};
+  detail::recv_all(fd.get(), head.data(), head.size(), dl, {});
+  std::string why;
+  auto rh = s::decode_reply(head, &why);
+  ASSERT_TRUE(rh) << why;
+  ASSERT_EQ(rh->flags, s::kShared);
+  std::vector<uint8_t> body(rh->length);
+  detail::recv_all(fd.get(), body.data(), body.size(), dl, {});
+  std::this_thread::sleep_for(300ms);  // rank 0 closes meanwhile
+  EXPECT_FALSE(closed) << "the star closed before its rank mapped the result";
+  auto ref = s::decode_shared_ref(body, &why);
+  ASSERT_TRUE(ref) << why;
+  std::vector<char> out(2 * n);
+  s::SharedReader reader;
+  EXPECT_NO_THROW(reader.read(*ref, out.data(), {.rank = 1}));
+  t0.join();
+  EXPECT_EQ(err0, "");
+  EXPECT_EQ(std::string(out.begin(), out.begin() + n), std::string(n, 'a'));
+  EXPECT_EQ(std::string(out.begin() + n, out.end()), std::string(n, 'b'));
+}
+
+// A rank in another pid namespace (a container of its own) cannot open
+// rank 0's memfd through /proc: its key differs, so it gets the results
+// over TCP while the ranks beside rank 0 read them from shared memory.
+TEST(CoordinatorShared, ARankInAnotherPidNamespaceGetsTheBytes) {
+  auto probe =
+      run("unshare", {"--pid", "--fork", "--mount-proc", "true"}, {}, 10s);
+  if (!probe.exited_ok()) {
+    GTEST_SKIP() << "unshare --pid is not permitted here: " << probe.describe()
+                 << ": " << probe.output;
+  }
+  const int n = 3;
+  auto sj =
+      start_job(n, {{"STAR_SIZES", "0,200,65536,1048576,65536"}},
+                {{0, {{"JACCL_LOG", "debug"}}}},
+                "if [ \"$JACCL_RANK\" = 1 ]; then exec unshare --pid --fork "
+                "--mount-proc \"$0\"; else exec \"$0\"; fi");
+  auto rs = sj.job.wait(kJobDeadline);
+  expect_all_ok(rs);
+  // Rank 2 read the large results from rank 0's shared memory.
+  EXPECT_NE(rs[0].output.find("'s result in shared memory memfd:jaccl-star-"),
+            std::string::npos)
+      << rs[0].output;
+}
+
 TEST(CoordinatorWire, RoundTripsAndRejectsGarbage) {
   namespace s = detail::star;
   auto rq = s::encode_request(123456789);
@@ -666,6 +857,57 @@ TEST(CoordinatorWire, RoundTripsAndRejectsGarbage) {
   EXPECT_FALSE(s::decode_reply(huge, &why));
   rp[4] = 7;  // unknown status
   EXPECT_FALSE(s::decode_reply(rp, &why));
+  auto both = s::encode_reply(
+      {s::Status::Ok, ErrorKind::Internal, 1, s::kCoded | s::kShared});
+  EXPECT_FALSE(s::decode_reply(both, &why));
+
+  auto host = s::encode_request(5, s::kAcceptsCoded, 0x1234567890abcdefull);
+  EXPECT_EQ(s::decode_request(host), 5u);
+  EXPECT_EQ(s::request_flags(host), s::kAcceptsCoded);
+  EXPECT_EQ(s::request_host(host), 0x1234567890abcdefull);
+}
+
+TEST(CoordinatorWire, SharedReferencesRoundTripAndGarbageIsRefused) {
+  namespace s = detail::star;
+  s::SharedRef r{4242, 7, "jaccl-star-00000000000000ab", 0xab, 8192, 64, 4096};
+  std::string why;
+  auto d = s::decode_shared_ref(s::encode_shared_ref(r), &why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_EQ(d->pid, 4242u);
+  EXPECT_EQ(d->fd, 7);
+  EXPECT_EQ(d->label, r.label);
+  EXPECT_EQ(d->key, 0xabu);
+  EXPECT_EQ(d->segment_bytes, 8192u);
+  EXPECT_EQ(d->offset, 64u);
+  EXPECT_EQ(d->length, 4096u);
+  EXPECT_LE(s::encode_shared_ref(r).size(), s::kMaxSharedRef);
+
+  auto refused = [&](s::SharedRef bad, const std::string& needle) {
+    auto b = s::encode_shared_ref(bad);
+    std::string w;
+    EXPECT_FALSE(s::decode_shared_ref(b, &w)) << needle;
+    EXPECT_NE(w.find(needle), std::string::npos) << w;
+  };
+  auto bad = r;
+  bad.label = "jaccl-star-00000000000000ac";  // not its key's
+  refused(bad, "is not the star's");
+  bad = r;
+  bad.label = "../../etc/passwd";
+  refused(bad, "is not the star's");
+  bad = r;
+  bad.length = 8192;  // past the segment's end
+  refused(bad, "lies outside");
+  bad = r;
+  bad.offset = 0;  // over the header
+  refused(bad, "lies outside");
+  bad = r;
+  bad.fd = -1;
+  refused(bad, "no process or descriptor");
+
+  auto b = s::encode_shared_ref(r);
+  EXPECT_FALSE(s::decode_shared_ref(std::span(b).first(b.size() - 1), &why));
+  b[0] ^= 1;
+  EXPECT_FALSE(s::decode_shared_ref(b, &why));
 }
 
 }  // namespace

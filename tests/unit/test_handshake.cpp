@@ -151,12 +151,14 @@ TEST(Handshake, TokenlessProofIsTheFixedValueOnTheWire) {
   EXPECT_EQ(server.get(), "closed during the handshake");
 }
 
-TEST(Handshake, RefusesTheOldProtocolVersion) {
-  auto hello = encode_hello(Hello{});
-  put_u32(&hello[8], 1);
-  std::string why;
-  EXPECT_FALSE(decode_hello(hello, &why));
-  EXPECT_EQ(why, "protocol version 1, expected 2");
+TEST(Handshake, RefusesTheOldProtocolVersions) {
+  for (uint32_t old : {1u, 2u}) {
+    auto hello = encode_hello(Hello{});
+    put_u32(&hello[8], old);
+    std::string why;
+    EXPECT_FALSE(decode_hello(hello, &why));
+    EXPECT_EQ(why, "protocol version " + std::to_string(old) + ", expected 3");
+  }
 }
 
 }  // namespace

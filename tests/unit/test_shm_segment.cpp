@@ -29,11 +29,11 @@
 
 #include "common/error.h"
 #include "common/random.h"
+#include "common/shm_segment.h"
 #include "support/fixtures.h"
 #include "support/netns.h"
 #include "support/proc.h"
 #include "transport/shm_handoff.h"
-#include "transport/shm_segment.h"
 
 namespace {
 
@@ -115,6 +115,25 @@ std::string hello_bytes(int rank, const HandoffSecret& secret) {
   std::memcpy(h.data() + 12, &r, 4);
   std::memcpy(h.data() + 16, secret.data(), 16);
   return h;
+}
+
+// ---- the segment itself
+// ------------------------------------------------------
+
+// Moving a segment onto a live one releases the old one and takes the new
+// one's name (a long, heap-held label: once a double free).
+TEST(ShmSegmentMove, OntoALiveSegmentReleasesItAndKeepsTheNewOne) {
+  const std::string a = unique_name("a-long-label-past-the-small-string");
+  const std::string b = unique_name("b-long-label-past-the-small-string");
+  ShmSegment seg = ShmSegment::create_anonymous(a, 1 << 16, 0);
+  seg.data()[0] = 'a';
+  seg = ShmSegment::create_anonymous(b, 1 << 17, 0);
+  EXPECT_EQ(seg.name(), b);
+  EXPECT_EQ(seg.size(), size_t(1) << 17);
+  EXPECT_EQ(seg.data()[0], 0);  // the new segment's, zeroed
+  seg = ShmSegment();
+  EXPECT_EQ(seg.data(), nullptr);
+  EXPECT_EQ(seg.fd(), -1);
 }
 
 // ---- the hand-off, in process ----------------------------------------------

@@ -1,5 +1,5 @@
 // Copyright 2026 the jaccl authors.
-#include "transport/shm_segment.h"
+#include "common/shm_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -24,6 +24,8 @@ namespace jaccl::detail {
 
 namespace {
 
+constexpr const char* kBudget = "JACCL_SHM_BUDGET";
+
 void* map(int fd, size_t bytes, const std::string& address, int rank) {
   // No MAP_POPULATE: reserve() already allocated (and zeroed) every page,
   // the costly part (a fresh page costs microseconds); what is left
@@ -42,25 +44,26 @@ void* map(int fd, size_t bytes, const std::string& address, int rank) {
 }
 
 [[noreturn]] void no_room(size_t bytes, size_t room, const char* where,
-                          ErrorContext ctx) {
+                          ErrorContext ctx, const char* sized_by) {
   raise(ErrorKind::Io,
         "cannot reserve " + std::to_string(bytes) +
-            " bytes of shared memory (sized by JACCL_SHM_BUDGET): only " +
+            " bytes of shared memory (sized by " + sized_by + "): only " +
             std::to_string(room) + " bytes " + where,
         ctx);
 }
 
 // Refuses up front what cannot fit: on an unlimited tmpfs (memfd, or a
 // /dev/shm without size=) fallocate would not fail but wake the OOM killer.
-void check_room(size_t bytes, const ErrorContext& ctx) {
+void check_room(size_t bytes, const ErrorContext& ctx,
+                const char* sized_by = kBudget) {
   size_t room = shm_available_bytes();
   if (room != 0 && bytes > room) {
-    no_room(bytes, room, "of memory are available", ctx);
+    no_room(bytes, room, "of memory are available", ctx, sized_by);
   }
 }
 
 void reserve(int fd, size_t bytes, size_t reserve_bytes,
-             const ErrorContext& ctx) {
+             const ErrorContext& ctx, const char* sized_by = kBudget) {
   // The size first when only a part is reserved (the rest stays a hole).
   if (reserve_bytes < bytes && ::ftruncate(fd, static_cast<off_t>(bytes))) {
     ErrorContext c = ctx;
@@ -78,8 +81,8 @@ void reserve(int fd, size_t bytes, size_t reserve_bytes,
     c.sys_errno = rc;
     raise(ErrorKind::Io,
           "cannot reserve " + std::to_string(reserve_bytes) +
-              " bytes of shared memory (sized by JACCL_SHM_BUDGET; is "
-              "/dev/shm or memory full?)",
+              " bytes of shared memory (sized by " + sized_by +
+              "; is /dev/shm or memory full?)",
           c);
   }
 }
@@ -168,7 +171,7 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept {
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {
-    this->~ShmSegment();
+    release();  // not ~ShmSegment(): name_ and fd_ must stay alive objects
     base_ = std::exchange(o.base_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     name_ = std::move(o.name_);
@@ -179,12 +182,17 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
 }
 
 ShmSegment::~ShmSegment() {
+  release();
+}
+
+void ShmSegment::release() noexcept {
   if (owner_) {
     unlink();
   }
   if (base_ != nullptr) {
     ::munmap(base_, bytes_);
     base_ = nullptr;
+    bytes_ = 0;
   }
   fd_.reset();
 }
@@ -196,7 +204,7 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes, int rank,
   if (::statvfs("/dev/shm", &vfs) == 0) {
     size_t free_bytes = static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize;
     if (bytes > free_bytes) {
-      no_room(bytes, free_bytes, "are free in /dev/shm", ctx);
+      no_room(bytes, free_bytes, "are free in /dev/shm", ctx, kBudget);
     }
   }
   check_room(bytes, ctx);
@@ -237,9 +245,10 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes, int rank) {
 }
 
 ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
-                                        int rank, size_t reserve_bytes) {
+                                        int rank, size_t reserve_bytes,
+                                        const char* sized_by) {
   ErrorContext ctx{.rank = rank, .address = "memfd:" + label};
-  check_room(bytes, ctx);
+  check_room(bytes, ctx, sized_by);
   // NOEXEC_SEAL: kernels with vm.memfd_noexec=2 refuse memfds that could be
   // made executable; kernels before 6.3 reject the flag (EINVAL).
   Fd fd(::memfd_create(label.c_str(),
@@ -251,7 +260,7 @@ ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
     ctx.sys_errno = errno;
     raise(ErrorKind::Io, "cannot create anonymous shared-memory segment", ctx);
   }
-  reserve(fd.get(), bytes, std::min(bytes, reserve_bytes), ctx);
+  reserve(fd.get(), bytes, std::min(bytes, reserve_bytes), ctx, sized_by);
   // Sealed, no rank (nor anyone it leaks to) can shrink the file under the
   // others' mappings, which would SIGBUS them.
   if (::fcntl(fd.get(), F_ADD_SEALS,
@@ -268,7 +277,7 @@ ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
 }
 
 ShmSegment ShmSegment::adopt(Fd fd, size_t bytes, int rank,
-                             const std::string& label) {
+                             const std::string& label, const char* sized_by) {
   ErrorContext ctx{.rank = rank, .address = "memfd:" + label};
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -279,7 +288,7 @@ ShmSegment ShmSegment::adopt(Fd fd, size_t bytes, int rank,
     raise(ErrorKind::Protocol,
           "shared-memory segment is " + std::to_string(st.st_size) +
               " bytes but this rank's layout needs " + std::to_string(bytes) +
-              " (JACCL_SHM_BUDGET must agree across ranks)",
+              " (" + sized_by + " must agree across ranks)",
           ctx);
   }
   int seals = ::fcntl(fd.get(), F_GET_SEALS);

@@ -44,12 +44,15 @@ class ShmSegment {
   // Anonymous: a memfd labelled `label` (shown in /proc/<pid>/maps as
   // /memfd:<label>), `bytes` reserved, sealed against shrinking and growing,
   // mapped. Keeps the descriptor (fd()) for handing to the other ranks.
+  // Errors name what chose the size (`sized_by`).
   static ShmSegment create_anonymous(const std::string& label, size_t bytes,
-                                     int rank, size_t reserve = SIZE_MAX);
+                                     int rank, size_t reserve = SIZE_MAX,
+                                     const char* sized_by = "JACCL_SHM_BUDGET");
   // Anonymous: maps a memfd received from the creator after checking it is a
   // sealed regular file of exactly `bytes` (else ProtocolError).
   static ShmSegment adopt(Fd fd, size_t bytes, int rank,
-                          const std::string& label);
+                          const std::string& label,
+                          const char* sized_by = "JACCL_SHM_BUDGET");
 
   // Removes the name of a named segment this rank created (the mapping
   // stays valid). Idempotent; nothing for anonymous segments.
@@ -64,6 +67,9 @@ class ShmSegment {
   const std::string& name() const { return name_; }
 
  private:
+  // Unmaps, unlinks (if the owner) and closes; the object stays valid.
+  void release() noexcept;
+
   void* base_ = nullptr;
   size_t bytes_ = 0;
   std::string name_;

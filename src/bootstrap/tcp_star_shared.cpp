@@ -1,0 +1,250 @@
+// Copyright 2026 the jaccl authors.
+// The TCP star's shared replies (tcp_star_shared.h).
+#include "bootstrap/tcp_star_shared.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/bytes.h"
+#include "common/log.h"
+#include "common/random.h"
+#include "common/read_file.h"
+
+namespace jaccl::detail::star {
+
+namespace {
+
+constexpr uint32_t kRefMagic = 0x48534a53;              // "SJSH"
+constexpr uint64_t kSegmentMagic = 0x4745535241545341;  // "ASTARSEG"
+constexpr size_t kRefFixed = 48;
+// The segment's header (magic u64, key u64, ranks mapped u64); the result
+// follows, cache-line aligned.
+constexpr size_t kHeaderBytes = 64;
+constexpr size_t kMappedAt = 16;
+constexpr const char* kLabelPrefix = "jaccl-star-";
+constexpr const char* kSizedBy = "the coordinator's result";
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h = (h ^ c) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string label_of(uint64_t key) {
+  char b[40];
+  std::snprintf(b, sizeof(b), "%s%016llx", kLabelPrefix,
+                static_cast<unsigned long long>(key));
+  return b;
+}
+
+std::atomic_ref<uint64_t> mapped_count(const ShmSegment& seg) {
+  return std::atomic_ref<uint64_t>(
+      *reinterpret_cast<uint64_t*>(seg.data() + kMappedAt));
+}
+
+std::string read_link(const std::string& path) {
+  char b[256];
+  const ssize_t k = ::readlink(path.c_str(), b, sizeof(b));
+  return k > 0 ? std::string(b, static_cast<size_t>(k)) : std::string();
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_shared_ref(const SharedRef& r) {
+  std::vector<uint8_t> b(kRefFixed + r.label.size());
+  put_u32(&b[0], kRefMagic);
+  put_u32(&b[4], static_cast<uint32_t>(r.label.size()));
+  put_u32(&b[8], r.pid);
+  put_u32(&b[12], static_cast<uint32_t>(r.fd));
+  put_u64(&b[16], r.key);
+  put_u64(&b[24], r.segment_bytes);
+  put_u64(&b[32], r.offset);
+  put_u64(&b[40], r.length);
+  std::memcpy(&b[kRefFixed], r.label.data(), r.label.size());
+  return b;
+}
+
+std::optional<SharedRef> decode_shared_ref(std::span<const uint8_t> b,
+                                           std::string* why) {
+  if (b.size() < kRefFixed || get_u32(&b[0]) != kRefMagic) {
+    *why = "not a shared-result reference";
+    return std::nullopt;
+  }
+  SharedRef r;
+  const uint32_t len = get_u32(&b[4]);
+  r.pid = get_u32(&b[8]);
+  r.fd = static_cast<int32_t>(get_u32(&b[12]));
+  r.key = get_u64(&b[16]);
+  r.segment_bytes = get_u64(&b[24]);
+  r.offset = get_u64(&b[32]);
+  r.length = get_u64(&b[40]);
+  if (b.size() != kRefFixed + static_cast<size_t>(len)) {
+    *why = "a reference of " + std::to_string(b.size()) +
+           " bytes holds a label of " + std::to_string(len);
+    return std::nullopt;
+  }
+  r.label.assign(reinterpret_cast<const char*>(&b[kRefFixed]), len);
+  if (r.label != label_of(r.key)) {
+    *why = "label '" + r.label + "' is not the star's for its key";
+    return std::nullopt;
+  }
+  if (r.pid == 0 || r.fd < 0) {
+    *why = "no process or descriptor (pid " + std::to_string(r.pid) + ", fd " +
+           std::to_string(r.fd) + ")";
+    return std::nullopt;
+  }
+  if (r.offset < kHeaderBytes || r.offset > r.segment_bytes ||
+      r.length > r.segment_bytes - r.offset) {
+    *why = "result at " + std::to_string(r.offset) + " of " +
+           std::to_string(r.length) + " bytes lies outside a segment of " +
+           std::to_string(r.segment_bytes);
+    return std::nullopt;
+  }
+  return r;
+}
+
+uint64_t shared_host_key() {
+  const std::string boot =
+      read_file_or_empty("/proc/sys/kernel/random/boot_id");
+  const std::string pid_ns = read_link("/proc/self/ns/pid");
+  if (boot.empty() || pid_ns.empty()) {
+    return 0;
+  }
+  return fnv1a(boot + "|" + pid_ns + "|" + std::to_string(::geteuid())) | 1;
+}
+
+SharedResults::~SharedResults() {
+  if (seg_.data() == nullptr || told_ == 0) {
+    return;
+  }
+  const Deadline dl = Deadline::after(linger_);
+  auto mapped = mapped_count(seg_);
+  while (mapped.load() < static_cast<uint64_t>(told_)) {
+    if (dl.expired()) {
+      JACCL_LOG(Info, "coordinator " << address_ << ": "
+                                     << told_ - static_cast<int>(mapped.load())
+                                     << " rank(s) had not mapped the last "
+                                     << "shared result when it closed");
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+std::optional<SharedRef> SharedResults::publish(const char* result,
+                                                size_t bytes, int ranks) {
+  const size_t need = kHeaderBytes + bytes;
+  if (seg_.data() == nullptr || seg_.size() < need) {
+    // Half again as much as the last one, or what this takes: a bigger
+    // result later needs another segment, which every rank maps anew.
+    const size_t page = 4096;
+    const size_t size =
+        (std::max(need, seg_.size() + seg_.size() / 2) + page - 1) / page *
+        page;
+    const uint64_t key = random_u64();
+    try {
+      seg_ = ShmSegment();
+      seg_ = ShmSegment::create_anonymous(label_of(key), size, 0, SIZE_MAX,
+                                          kSizedBy);
+    } catch (const Error& e) {
+      if (!warned_) {
+        warned_ = true;
+        JACCL_LOG(Info, "coordinator " << address_ << ": results go over TCP "
+                                       << "to every rank: " << e.what());
+      }
+      return std::nullopt;
+    }
+    key_ = key;
+    put_u64(reinterpret_cast<uint8_t*>(seg_.data()), kSegmentMagic);
+    put_u64(reinterpret_cast<uint8_t*>(seg_.data()) + 8, key_);
+  }
+  if (bytes != 0) {
+    std::memcpy(seg_.data() + kHeaderBytes, result, bytes);
+  }
+  told_ = ranks;
+  return SharedRef{static_cast<uint32_t>(::getpid()),
+                   seg_.fd(),
+                   label_of(key_),
+                   key_,
+                   seg_.size(),
+                   kHeaderBytes,
+                   bytes};
+}
+
+namespace {
+
+// Opens rank 0's memfd through /proc/<pid>/fd/<fd>, checking by its name
+// that it is the one the reference means.
+ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
+  const std::string path =
+      "/proc/" + std::to_string(ref.pid) + "/fd/" + std::to_string(ref.fd);
+  ErrorContext c = ctx;
+  c.address = path;
+  const std::string want = "/memfd:" + ref.label + " (deleted)";
+  const std::string got = read_link(path);
+  if (got != want) {
+    c.sys_errno = got.empty() ? errno : 0;
+    raise(ErrorKind::Io,
+          "cannot reach the coordinator's shared result (" +
+              (got.empty() ? std::string("unreadable") : "'" + got + "'") +
+              ", expected '" + want +
+              "'): does this rank run in rank 0's pid namespace as its user?",
+          c);
+  }
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) {
+    c.sys_errno = errno;
+    raise(ErrorKind::Io, "cannot open the coordinator's shared result", c);
+  }
+  return ShmSegment::adopt(std::move(fd), ref.segment_bytes, ctx.rank,
+                           ref.label, kSizedBy);
+}
+
+}  // namespace
+
+void SharedReader::read(const SharedRef& ref, char* dst,
+                        const ErrorContext& ctx) {
+  if (!seg_ || seg_->name() != ref.label) {
+    // Never destroyed: a rank may still read while the process exits.
+    static auto* mu = new std::mutex;
+    static auto* mapped = new std::map<std::string, std::weak_ptr<ShmSegment>>;
+    std::lock_guard<std::mutex> lock(*mu);
+    for (auto it = mapped->begin(); it != mapped->end();) {
+      it = it->second.expired() ? mapped->erase(it) : std::next(it);
+    }
+    std::shared_ptr<ShmSegment> s = (*mapped)[ref.label].lock();
+    if (!s) {
+      s = std::make_shared<ShmSegment>(open_ref(ref, ctx));
+      (*mapped)[ref.label] = s;
+    }
+    seg_ = std::move(s);
+  }
+  const auto* base = reinterpret_cast<const uint8_t*>(seg_->data());
+  if (seg_->size() != ref.segment_bytes || get_u64(base) != kSegmentMagic ||
+      get_u64(base + 8) != ref.key) {
+    raise(ErrorKind::Protocol,
+          "shared memory memfd:" + ref.label +
+              " is not the coordinator's result it names",
+          ctx);
+  }
+  if (counted_ != ref.label) {
+    mapped_count(*seg_).fetch_add(1);
+    counted_ = ref.label;
+  }
+  if (ref.length != 0) {
+    std::memcpy(dst, seg_->data() + ref.offset, ref.length);
+  }
+}
+
+}  // namespace jaccl::detail::star
