@@ -318,12 +318,14 @@ def _thread_floor(res):
             f"{to['kernel_first_write_median_ns'] / 1e3:.1f} us (its later "
             f"ones {to['kernel_later_write_median_ns'] / 1e3:.2f}): "
             f"{cpu_s:.1f} s of CPU at {n} ranks, "
-            f"{cpu_s / cpus:.2f} s on {cpus} CPUs. The ranks of a process "
-            "now receive through a few shared 64 KiB buffers (the kernel "
-            "writes the same pages every call) and copy or decode from "
-            "them in user space, as the `ideal` exchange copies; a coded "
-            "round's short runs (the frames', two a part) decode in a "
-            "tight loop of whole-word copies.")
+            f"{cpu_s / cpus:.2f} s on {cpus} CPUs. Since 2026-12-06 "
+            "(10:30 UTC) a result of 64 KiB or more reaches the ranks of "
+            "rank 0's host through shared memory: rank 0 writes it once "
+            "into a memfd and each rank copies it out in user space, as "
+            "the `ideal` exchange does, with no socket traffic but a "
+            "reference of a hundred bytes; ranks elsewhere receive "
+            "through a few shared 64 KiB buffers and copy or decode from "
+            "them.")
 
 
 # The reading that follows the tables, kept with the code that measures
@@ -359,17 +361,21 @@ GROWTH = [
     "barrier, four shared-memory set-up rounds), and an all-gather hands "
     "every rank N parts: N x N bytes in all, whatever carries them. The "
     "TCP star carries them through one process: rank 0 receives N parts "
-    "and sends N replies of N parts each (coded: parts that differ from "
-    "their neighbour only in a rank number or a port shrink to a few "
-    "bytes, so a reply of 4096 64-byte frames travels as a few tens of "
-    "KiB; past 1024 ranks the frame shrinks to about 256 KiB per rank). "
+    "and answers every rank with all N: the ranks of its own host read "
+    "the result from its shared memory (written once, a reference of a "
+    "hundred bytes a rank), the others get replies of N parts each "
+    "(coded: parts that differ from their neighbour only in a rank number "
+    "or a port shrink to a few bytes, so a reply of 4096 64-byte frames "
+    "travels as a few tens of KiB; past 1024 ranks the frame shrinks to "
+    "about 256 KiB per rank). "
     "The table above says what that costs: a later call at 4096 thread "
     "ranks against the `ideal` exchange, which does no I/O at all and is "
     "bounded by the memory every rank fills. Three ways past that:",
     "",
     "- **Fan-in of the star** (today, to a few thousand ranks): rank 0's "
-    "sends are O(N) replies of O(N) bytes, done by one epoll thread; at "
-    "10,000 ranks that is 10,000 replies per round from one core, and "
+    "sends are O(N) replies, of O(N) bytes to other hosts, done by one "
+    "epoll thread; at 10,000 ranks that is 10,000 replies per round from "
+    "one core, and "
     "10,000 sockets at rank 0 (the open-file limit and "
     "`net.core.somaxconn`, which jaccl checks and names). It stays the "
     "default for `jaccl-run` because at the sizes measured here it is not "

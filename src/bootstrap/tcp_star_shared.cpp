@@ -3,6 +3,7 @@
 #include "bootstrap/tcp_star_shared.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -193,6 +194,13 @@ ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
   c.address = path;
   const std::string want = "/memfd:" + ref.label + " (deleted)";
   const std::string got = read_link(path);
+  if (got.empty() && ::kill(static_cast<pid_t>(ref.pid), 0) != 0 &&
+      errno == ESRCH) {
+    raise(ErrorKind::PeerLost,
+          "the coordinator (rank 0, pid " + std::to_string(ref.pid) +
+              ") exited before this rank read its shared result",
+          ctx);
+  }
   if (got != want) {
     c.sys_errno = got.empty() ? errno : 0;
     raise(ErrorKind::Io,

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -813,6 +814,47 @@ TEST(CoordinatorShared, AClosingStarWaitsForItsRanksToMapTheLastResult) {
   EXPECT_EQ(err0, "");
   EXPECT_EQ(std::string(out.begin(), out.begin() + n), std::string(n, 'a'));
   EXPECT_EQ(std::string(out.begin() + n, out.end()), std::string(n, 'b'));
+}
+
+// A reference whose process is gone names rank 0's exit; one whose
+// descriptor is not the memfd it names is an IoError naming the path.
+TEST(CoordinatorShared, AReferenceNobodyBacksIsNamed) {
+  namespace s = detail::star;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  s::SharedRef ref{static_cast<uint32_t>(child),
+                   3,
+                   "jaccl-star-0000000000000abc",
+                   0xabc,
+                   8192,
+                   64,
+                   64};
+  std::vector<char> out(64);
+  s::SharedReader reader;
+  try {
+    reader.read(ref, out.data(), {.rank = 1});
+    ADD_FAILURE() << "read a result from an exited process";
+  } catch (const PeerLostError& e) {
+    EXPECT_NE(std::string(e.what()).find("coordinator (rank 0, pid " +
+                                         std::to_string(child) + ") exited"),
+              std::string::npos)
+        << e.what();
+  }
+  ref.pid = static_cast<uint32_t>(::getpid());
+  ref.fd = 0;  // stdin: not the memfd
+  try {
+    reader.read(ref, out.data(), {.rank = 1});
+    ADD_FAILURE() << "read a result through the wrong descriptor";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/" + std::to_string(::getpid()) +
+                                         "/fd/0"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // A rank in another pid namespace (a container of its own) cannot open
