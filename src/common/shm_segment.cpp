@@ -237,11 +237,7 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes, int rank) {
               "; JACCL_SHM_BUDGET must agree across ranks)",
           ctx);
   }
-  ShmSegment seg;
-  seg.name_ = name;
-  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
-  seg.bytes_ = bytes;
-  return seg;
+  return mapped(name, fd.get(), bytes, ctx.address, rank);
 }
 
 ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
@@ -268,10 +264,7 @@ ShmSegment ShmSegment::create_anonymous(const std::string& label, size_t bytes,
     ctx.sys_errno = errno;
     raise(ErrorKind::Io, "cannot seal the shared-memory segment", ctx);
   }
-  ShmSegment seg;
-  seg.name_ = label;
-  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
-  seg.bytes_ = bytes;
+  ShmSegment seg = mapped(label, fd.get(), bytes, ctx.address, rank);
   seg.fd_ = std::move(fd);
   return seg;
 }
@@ -298,11 +291,17 @@ ShmSegment ShmSegment::adopt(Fd fd, size_t bytes, int rank,
           "shrinking",
           ctx);
   }
+  // The mapping keeps the file alive; fd closes here.
+  return mapped(label, fd.get(), bytes, ctx.address, rank);
+}
+
+ShmSegment ShmSegment::mapped(const std::string& name, int fd, size_t bytes,
+                              const std::string& address, int rank) {
   ShmSegment seg;
-  seg.name_ = label;
-  seg.base_ = map(fd.get(), bytes, ctx.address, rank);
+  seg.name_ = name;
+  seg.base_ = map(fd, bytes, address, rank);
   seg.bytes_ = bytes;
-  return seg;  // the mapping keeps the file alive; fd closes here
+  return seg;
 }
 
 void ShmSegment::unlink() {

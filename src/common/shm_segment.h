@@ -69,6 +69,9 @@ class ShmSegment {
  private:
   // Unmaps, unlinks (if the owner) and closes; the object stays valid.
   void release() noexcept;
+  // `bytes` of fd mapped, under `name`.
+  static ShmSegment mapped(const std::string& name, int fd, size_t bytes,
+                           const std::string& address, int rank);
 
   void* base_ = nullptr;
   size_t bytes_ = 0;
