@@ -6,6 +6,7 @@
 // poll set rebuilt per wake-up made connecting 4096 ranks quadratic). The
 // replies are in tcp_star_reply.cpp.
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -364,16 +365,25 @@ void Server::read_request(int r, char* dst, size_t n) {
     return;  // an event from before watch(r, 0) in the same batch
   }
   while (!c.complete) {
-    char* p = nullptr;
-    size_t want = 0;
-    if (c.req_have < kRequestBytes) {
-      p = reinterpret_cast<char*>(c.req.data()) + c.req_have;
-      want = kRequestBytes - c.req_have;
-    } else {
-      p = dst + static_cast<size_t>(r) * n + c.have;
-      want = std::min(n - c.have, kMaxIoSlice);
+    // The request's header and what follows of its payload in one system
+    // call (rank 0 makes thousands of them per call, one rank after the
+    // other). A payload of another size than ours is refused whole by
+    // check_sizes, so reading a little of it into rank r's slot is
+    // harmless.
+    char* slot = dst + static_cast<size_t>(r) * n;
+    iovec iov[2];
+    size_t parts = 0;
+    const size_t head = kRequestBytes - c.req_have;
+    if (head > 0) {
+      iov[parts++] = {c.req.data() + c.req_have, head};
     }
-    ssize_t k = ::recv(c.fd.get(), p, want, 0);
+    if (c.have < n) {
+      iov[parts++] = {slot + c.have, std::min(n - c.have, kMaxIoSlice)};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = parts;
+    ssize_t k = ::recvmsg(c.fd.get(), &msg, 0);
     const int e = errno;
     if (k < 0 && e == EINTR) {
       continue;
@@ -389,8 +399,10 @@ void Server::read_request(int r, char* dst, size_t n) {
                                     " to the coordinator during " +
                                     call_name() + " (it exited or crashed?)");
     }
-    if (c.req_have < kRequestBytes) {
-      c.req_have += static_cast<size_t>(k);
+    const size_t got = static_cast<size_t>(k);
+    c.have += got > head ? got - head : 0;
+    if (head > 0) {
+      c.req_have += std::min(got, head);
       if (c.req_have == kRequestBytes) {
         auto m = decode_request(c.req);
         if (!m) {
@@ -401,10 +413,8 @@ void Server::read_request(int r, char* dst, size_t n) {
         c.coded_ok = (request_flags(c.req) & kAcceptsCoded) != 0;
         c.host = request_host(c.req);
       }
-    } else {
-      c.have += static_cast<size_t>(k);
     }
-    // A size other than ours is not read (check_sizes reports it).
+    // A size other than ours is not read further (check_sizes reports it).
     c.complete = c.req_have == kRequestBytes && (c.n != n || c.have == n);
   }
   ++complete_;
