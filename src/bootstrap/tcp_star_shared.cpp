@@ -194,6 +194,7 @@ ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
   c.address = path;
   const std::string want = "/memfd:" + ref.label + " (deleted)";
   const std::string got = read_link(path);
+  const int link_errno = errno;  // before kill() sets its own
   if (got.empty() && ::kill(static_cast<pid_t>(ref.pid), 0) != 0 &&
       errno == ESRCH) {
     raise(ErrorKind::PeerLost,
@@ -202,7 +203,7 @@ ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
           ctx);
   }
   if (got != want) {
-    c.sys_errno = got.empty() ? errno : 0;
+    c.sys_errno = got.empty() ? link_errno : 0;
     raise(ErrorKind::Io,
           "cannot reach the coordinator's shared result (" +
               (got.empty() ? std::string("unreadable") : "'" + got + "'") +
