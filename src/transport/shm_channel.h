@@ -22,9 +22,9 @@
 
 #include "common/deadline.h"
 #include "common/error_detail.h"
+#include "common/shm_segment.h"
 #include "transport/failure.h"
 #include "transport/shm_layout.h"
-#include "common/shm_segment.h"
 
 namespace jaccl::detail {
 

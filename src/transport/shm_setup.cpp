@@ -17,9 +17,9 @@
 #include "common/handshake.h"
 #include "common/log.h"
 #include "common/random.h"
+#include "common/shm_segment.h"
 #include "transport/shm_handoff.h"
 #include "transport/shm_layout.h"
-#include "common/shm_segment.h"
 
 namespace jaccl::detail {
 
