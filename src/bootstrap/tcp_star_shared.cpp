@@ -2,7 +2,6 @@
 // The TCP star's shared replies (tcp_star_shared.h).
 #include "bootstrap/tcp_star_shared.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -52,12 +51,6 @@ std::string label_of(uint64_t key) {
 std::atomic_ref<uint64_t> mapped_count(const ShmSegment& seg) {
   return std::atomic_ref<uint64_t>(
       *reinterpret_cast<uint64_t*>(seg.data() + kMappedAt));
-}
-
-std::string read_link(const std::string& path) {
-  char b[256];
-  const ssize_t k = ::readlink(path.c_str(), b, sizeof(b));
-  return k > 0 ? std::string(b, static_cast<size_t>(k)) : std::string();
 }
 
 }  // namespace
@@ -118,7 +111,7 @@ std::optional<SharedRef> decode_shared_ref(std::span<const uint8_t> b,
 uint64_t shared_host_key() {
   const std::string boot =
       read_file_or_empty("/proc/sys/kernel/random/boot_id");
-  const std::string pid_ns = read_link("/proc/self/ns/pid");
+  const std::string pid_ns = read_link_or_empty("/proc/self/ns/pid");
   if (boot.empty() || pid_ns.empty()) {
     return 0;
   }
@@ -188,33 +181,24 @@ namespace {
 // Opens rank 0's memfd through /proc/<pid>/fd/<fd>, checking by its name
 // that it is the one the reference means.
 ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
-  const std::string path =
-      "/proc/" + std::to_string(ref.pid) + "/fd/" + std::to_string(ref.fd);
-  ErrorContext c = ctx;
-  c.address = path;
-  const std::string want = "/memfd:" + ref.label + " (deleted)";
-  const std::string got = read_link(path);
-  const int link_errno = errno;  // before kill() sets its own
-  if (got.empty() && ::kill(static_cast<pid_t>(ref.pid), 0) != 0 &&
-      errno == ESRCH) {
-    raise(ErrorKind::PeerLost,
-          "the coordinator (rank 0, pid " + std::to_string(ref.pid) +
-              ") exited before this rank read its shared result",
-          ctx);
-  }
-  if (got != want) {
-    c.sys_errno = got.empty() ? link_errno : 0;
-    raise(ErrorKind::Io,
-          "cannot reach the coordinator's shared result (" +
-              (got.empty() ? std::string("unreadable") : "'" + got + "'") +
-              ", expected '" + want +
-              "'): does this rank run in rank 0's pid namespace as its user?",
-          c);
-  }
-  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  std::string why;
+  Fd fd = open_memfd_of(static_cast<int>(ref.pid), ref.fd, ref.label, &why);
   if (!fd.valid()) {
-    c.sys_errno = errno;
-    raise(ErrorKind::Io, "cannot open the coordinator's shared result", c);
+    const int err = errno;  // before kill() sets its own
+    if (::kill(static_cast<pid_t>(ref.pid), 0) != 0 && errno == ESRCH) {
+      raise(ErrorKind::PeerLost,
+            "the coordinator (rank 0, pid " + std::to_string(ref.pid) +
+                ") exited before this rank read its shared result",
+            ctx);
+    }
+    ErrorContext c = ctx;
+    c.address =
+        "/proc/" + std::to_string(ref.pid) + "/fd/" + std::to_string(ref.fd);
+    c.sys_errno = err;
+    raise(ErrorKind::Io,
+          "cannot reach the coordinator's shared result (" + why +
+              "): does this rank run in rank 0's pid namespace as its user?",
+          c);
   }
   return ShmSegment::adopt(std::move(fd), ref.segment_bytes, ctx.rank,
                            ref.label, kSizedBy);

@@ -40,4 +40,10 @@ std::string read_file_or_empty(const std::string& path) {
   return read_file(path, &text) ? text : std::string();
 }
 
+std::string read_link_or_empty(const std::string& path) {
+  char buf[256];
+  const ssize_t n = ::readlink(path.c_str(), buf, sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 }  // namespace jaccl::detail

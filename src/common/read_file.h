@@ -16,4 +16,8 @@ bool read_file(const std::string& path, std::string* out, int* err = nullptr);
 // The file's bytes, "" when it cannot be read.
 std::string read_file_or_empty(const std::string& path);
 
+// A symbolic link's target (/proc/self/ns/*, /proc/<pid>/fd/*), "" when it
+// cannot be read (errno then says why).
+std::string read_link_or_empty(const std::string& path);
+
 }  // namespace jaccl::detail

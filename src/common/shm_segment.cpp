@@ -151,6 +151,28 @@ size_t cgroup_room() {
 
 }  // namespace
 
+Fd open_memfd_of(int pid, int fd_no, const std::string& label,
+                 std::string* why) {
+  const std::string path =
+      "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd_no);
+  // The link's name says which memfd it is (its label is unique).
+  const std::string want = "/memfd:" + label + " (deleted)";
+  const std::string got = read_link_or_empty(path);
+  if (got != want) {
+    *why =
+        got.empty() ? "unreadable" : "'" + got + "', expected '" + want + "'";
+    if (!got.empty()) {
+      errno = 0;
+    }
+    return Fd();
+  }
+  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd.valid()) {
+    *why = "cannot be opened";
+  }
+  return fd;
+}
+
 size_t shm_available_bytes() {
   std::string info = "\n" + read_file_or_empty("/proc/meminfo");
   size_t avail = meminfo_bytes(info, "MemAvailable");

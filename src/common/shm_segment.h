@@ -80,6 +80,14 @@ class ShmSegment {
   Fd fd_;
 };
 
+// The memfd labelled `label` that process `pid` holds as descriptor
+// `fd_no`, opened through /proc/<pid>/fd/<fd_no> (the same user and pid
+// namespace; the kernel checks we may). Invalid, with *why and errno (0
+// when the descriptor is another file), when it cannot be opened or is not
+// that memfd.
+Fd open_memfd_of(int pid, int fd_no, const std::string& label,
+                 std::string* why);
+
 // Bytes this process could still fill with shared memory without the kernel
 // killing something: MemAvailable + SwapFree, capped by the room left in
 // this process's cgroup (v2) memory limits. 0 if unknown.

@@ -238,16 +238,9 @@ bool map_from_proc(const Setup& s, ShmSegment& seg) {
   if (c.pid <= 0 || fd_no < 0) {
     return false;
   }
-  const std::string path =
-      "/proc/" + std::to_string(c.pid) + "/fd/" + std::to_string(fd_no);
-  // The name says it is the creator's memfd of this set-up (the nonce).
-  char link[256];
-  const ssize_t k = ::readlink(path.c_str(), link, sizeof(link));
-  const std::string want = "/memfd:" + s.name + " (deleted)";
-  if (k <= 0 || std::string_view(link, static_cast<size_t>(k)) != want) {
-    return false;
-  }
-  Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  // s.name holds this set-up's nonce: the creator's memfd of this set-up.
+  std::string why;
+  Fd fd = open_memfd_of(c.pid, fd_no, s.name, &why);
   if (!fd.valid()) {
     return false;
   }

@@ -11,6 +11,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/net.h"
+#include "common/read_file.h"
 #include "transport/interfaces.h"
 
 namespace jaccl::detail {
@@ -111,12 +112,6 @@ std::string read_first_line(const char* path) {
   return line;
 }
 
-std::string read_link(const char* path) {
-  char buf[256];
-  ssize_t n = ::readlink(path, buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
-
 }  // namespace
 
 std::string TcpCard::describe() const {
@@ -140,8 +135,8 @@ TcpCard local_card(int rank, int wires, bool wires_set) {
     c.hostname = host;
   }
   c.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
-  c.ipc_ns = read_link("/proc/self/ns/ipc");
-  c.net_ns = read_link("/proc/self/ns/net");
+  c.ipc_ns = read_link_or_empty("/proc/self/ns/ipc");
+  c.net_ns = read_link_or_empty("/proc/self/ns/net");
   c.pid = static_cast<int>(::getpid());
   c.cpus = allowed_cpu_count();
   c.cpu_mask = cpu_mask();
