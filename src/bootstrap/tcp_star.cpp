@@ -453,7 +453,7 @@ class Client {
     const size_t want = n * static_cast<size_t>(o_.size);
     const bool coded = (h->flags & star::kCoded) != 0;
     const bool shared = (h->flags & star::kShared) != 0;
-    const size_t most = shared ? star::kMaxSharedRef : want;
+    const size_t most = shared ? star::kSharedRefBytes : want;
     if (early || (coded || shared ? h->length > most : h->length != want)) {
       raise(ErrorKind::Protocol,
             "the coordinator's reply to " + call_name() + " holds " +

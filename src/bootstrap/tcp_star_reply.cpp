@@ -132,10 +132,10 @@ void Server::send_result(const char* dst, size_t total, const Deadline& dl) {
   if (total >= kShareFrom && near > 0) {
     if (auto r = shared_.publish(dst, total, static_cast<int>(near))) {
       ref = encode_shared_ref(*r);
-      JACCL_LOG(Debug, "coordinator "
-                           << address_ << ": " << call_name()
-                           << "'s result in shared memory memfd:" << r->label
-                           << " for " << near << " rank(s)");
+      JACCL_LOG(Debug, "coordinator " << address_ << ": " << call_name()
+                                      << "'s result in shared memory memfd:"
+                                      << shared_label(r->key) << " for " << near
+                                      << " rank(s)");
     }
   }
   auto shares = [&](const Conn& c) {

@@ -25,7 +25,6 @@ namespace {
 
 constexpr uint32_t kRefMagic = 0x48534a53;              // "SJSH"
 constexpr uint64_t kSegmentMagic = 0x4745535241545341;  // "ASTARSEG"
-constexpr size_t kRefFixed = 48;
 // The segment's header (magic u64, key u64, ranks mapped u64); the result
 // follows, cache-line aligned.
 constexpr size_t kHeaderBytes = 64;
@@ -41,13 +40,6 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-std::string label_of(uint64_t key) {
-  char b[40];
-  std::snprintf(b, sizeof(b), "%s%016llx", kLabelPrefix,
-                static_cast<unsigned long long>(key));
-  return b;
-}
-
 std::atomic_ref<uint64_t> mapped_count(const ShmSegment& seg) {
   return std::atomic_ref<uint64_t>(
       *reinterpret_cast<uint64_t*>(seg.data() + kMappedAt));
@@ -55,44 +47,39 @@ std::atomic_ref<uint64_t> mapped_count(const ShmSegment& seg) {
 
 }  // namespace
 
+std::string shared_label(uint64_t key) {
+  char b[40];
+  std::snprintf(b, sizeof(b), "%s%016llx", kLabelPrefix,
+                static_cast<unsigned long long>(key));
+  return b;
+}
+
 std::vector<uint8_t> encode_shared_ref(const SharedRef& r) {
-  std::vector<uint8_t> b(kRefFixed + r.label.size());
+  std::vector<uint8_t> b(kSharedRefBytes);
   put_u32(&b[0], kRefMagic);
-  put_u32(&b[4], static_cast<uint32_t>(r.label.size()));
-  put_u32(&b[8], r.pid);
-  put_u32(&b[12], static_cast<uint32_t>(r.fd));
-  put_u64(&b[16], r.key);
-  put_u64(&b[24], r.segment_bytes);
-  put_u64(&b[32], r.offset);
-  put_u64(&b[40], r.length);
-  std::memcpy(&b[kRefFixed], r.label.data(), r.label.size());
+  put_u32(&b[4], r.pid);
+  put_u32(&b[8], static_cast<uint32_t>(r.fd));
+  put_u64(&b[12], r.key);
+  put_u64(&b[20], r.segment_bytes);
+  put_u64(&b[28], r.offset);
+  put_u64(&b[36], r.length);
   return b;
 }
 
 std::optional<SharedRef> decode_shared_ref(std::span<const uint8_t> b,
                                            std::string* why) {
-  if (b.size() < kRefFixed || get_u32(&b[0]) != kRefMagic) {
-    *why = "not a shared-result reference";
+  if (b.size() != kSharedRefBytes || get_u32(&b[0]) != kRefMagic) {
+    *why = "not a shared-result reference (" + std::to_string(b.size()) +
+           " bytes)";
     return std::nullopt;
   }
   SharedRef r;
-  const uint32_t len = get_u32(&b[4]);
-  r.pid = get_u32(&b[8]);
-  r.fd = static_cast<int32_t>(get_u32(&b[12]));
-  r.key = get_u64(&b[16]);
-  r.segment_bytes = get_u64(&b[24]);
-  r.offset = get_u64(&b[32]);
-  r.length = get_u64(&b[40]);
-  if (b.size() != kRefFixed + static_cast<size_t>(len)) {
-    *why = "a reference of " + std::to_string(b.size()) +
-           " bytes holds a label of " + std::to_string(len);
-    return std::nullopt;
-  }
-  r.label.assign(reinterpret_cast<const char*>(&b[kRefFixed]), len);
-  if (r.label != label_of(r.key)) {
-    *why = "label '" + r.label + "' is not the star's for its key";
-    return std::nullopt;
-  }
+  r.pid = get_u32(&b[4]);
+  r.fd = static_cast<int32_t>(get_u32(&b[8]));
+  r.key = get_u64(&b[12]);
+  r.segment_bytes = get_u64(&b[20]);
+  r.offset = get_u64(&b[28]);
+  r.length = get_u64(&b[36]);
   if (r.pid == 0 || r.fd < 0) {
     *why = "no process or descriptor (pid " + std::to_string(r.pid) + ", fd " +
            std::to_string(r.fd) + ")";
@@ -149,7 +136,7 @@ std::optional<SharedRef> SharedResults::publish(const char* result,
     const uint64_t key = random_u64();
     try {
       seg_ = ShmSegment();
-      seg_ = ShmSegment::create_anonymous(label_of(key), size, 0, SIZE_MAX,
+      seg_ = ShmSegment::create_anonymous(shared_label(key), size, 0, SIZE_MAX,
                                           kSizedBy);
     } catch (const Error& e) {
       if (!warned_) {
@@ -169,7 +156,6 @@ std::optional<SharedRef> SharedResults::publish(const char* result,
   told_ = ranks;
   return SharedRef{static_cast<uint32_t>(::getpid()),
                    seg_.fd(),
-                   label_of(key_),
                    key_,
                    seg_.size(),
                    kHeaderBytes,
@@ -182,7 +168,8 @@ namespace {
 // that it is the one the reference means.
 ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
   std::string why;
-  Fd fd = open_memfd_of(static_cast<int>(ref.pid), ref.fd, ref.label, &why);
+  const std::string label = shared_label(ref.key);
+  Fd fd = open_memfd_of(static_cast<int>(ref.pid), ref.fd, label, &why);
   if (!fd.valid()) {
     const int err = errno;  // before kill() sets its own
     if (::kill(static_cast<pid_t>(ref.pid), 0) != 0 && errno == ESRCH) {
@@ -200,40 +187,41 @@ ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
               "): does this rank run in rank 0's pid namespace as its user?",
           c);
   }
-  return ShmSegment::adopt(std::move(fd), ref.segment_bytes, ctx.rank,
-                           ref.label, kSizedBy);
+  return ShmSegment::adopt(std::move(fd), ref.segment_bytes, ctx.rank, label,
+                           kSizedBy);
 }
 
 }  // namespace
 
 void SharedReader::read(const SharedRef& ref, char* dst,
                         const ErrorContext& ctx) {
-  if (!seg_ || seg_->name() != ref.label) {
+  const bool fresh = !seg_ || key_ != ref.key;
+  if (fresh) {
     // Never destroyed: a rank may still read while the process exits.
     static auto* mu = new std::mutex;
-    static auto* mapped = new std::map<std::string, std::weak_ptr<ShmSegment>>;
+    static auto* mapped = new std::map<uint64_t, std::weak_ptr<ShmSegment>>;
     std::lock_guard<std::mutex> lock(*mu);
     for (auto it = mapped->begin(); it != mapped->end();) {
       it = it->second.expired() ? mapped->erase(it) : std::next(it);
     }
-    std::shared_ptr<ShmSegment> s = (*mapped)[ref.label].lock();
+    std::shared_ptr<ShmSegment> s = (*mapped)[ref.key].lock();
     if (!s) {
       s = std::make_shared<ShmSegment>(open_ref(ref, ctx));
-      (*mapped)[ref.label] = s;
+      (*mapped)[ref.key] = s;
     }
     seg_ = std::move(s);
+    key_ = ref.key;
   }
   const auto* base = reinterpret_cast<const uint8_t*>(seg_->data());
   if (seg_->size() != ref.segment_bytes || get_u64(base) != kSegmentMagic ||
       get_u64(base + 8) != ref.key) {
     raise(ErrorKind::Protocol,
-          "shared memory memfd:" + ref.label +
+          "shared memory memfd:" + shared_label(ref.key) +
               " is not the coordinator's result it names",
           ctx);
   }
-  if (counted_ != ref.label) {
-    mapped_count(*seg_).fetch_add(1);
-    counted_ = ref.label;
+  if (fresh) {
+    mapped_count(*seg_).fetch_add(1);  // this rank has mapped it
   }
   if (ref.length != 0) {
     std::memcpy(dst, seg_->data() + ref.offset, ref.length);

@@ -23,23 +23,26 @@
 namespace jaccl::detail::star {
 
 // Where a shared result is, the body of a reply with flag kShared:
-//   magic u32, label length u32, pid u32, fd u32, key u64,
-//   segment bytes u64, offset u64, length u64, then the label
+//   magic u32, pid u32, fd u32, key u64, segment bytes u64, offset u64,
+//   length u64
 struct SharedRef {
   uint32_t pid = 0;            // rank 0's process
   int32_t fd = -1;             // its descriptor of the memfd
-  std::string label;           // the memfd's name, "jaccl-star-<key>"
-  uint64_t key = 0;            // random, also in the segment's header
+  uint64_t key = 0;            // random, in the segment's header and its name
   uint64_t segment_bytes = 0;  // the segment's size
   uint64_t offset = 0;         // where the result starts in it
   uint64_t length = 0;         // the result's bytes
 };
 
-inline constexpr size_t kMaxSharedRef = 48 + 64;
+inline constexpr size_t kSharedRefBytes = 44;
+
+// The memfd's name for a key: "jaccl-star-" and the key in hex.
+std::string shared_label(uint64_t key);
 
 std::vector<uint8_t> encode_shared_ref(const SharedRef& r);
 // nullopt (and *why) when the bytes are not a well-formed reference: a bad
-// magic or label, or a result outside its segment.
+// size or magic, no process or descriptor, or a result outside its
+// segment.
 std::optional<SharedRef> decode_shared_ref(std::span<const uint8_t> b,
                                            std::string* why);
 
@@ -90,7 +93,7 @@ class SharedReader {
 
  private:
   std::shared_ptr<const ShmSegment> seg_;
-  std::string counted_;  // the segment this rank counted itself in
+  uint64_t key_ = 0;  // seg_'s, in whose header this rank counted itself
 };
 
 }  // namespace jaccl::detail::star

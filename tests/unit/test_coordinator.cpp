@@ -716,7 +716,7 @@ TEST(CoordinatorShared, RanksWithRankZerosKeyGetAReferenceTheOthersTheBytes) {
     detail::client_handshake(fds[r].get(), h, "", dl, {});
   }
   s::SharedReader reader;
-  std::string first_label;
+  uint64_t first_key = 0;
   for (int call = 0; call < 2; ++call) {
     for (int r : {2, 3}) {
       auto req = s::encode_request(n, 0, r == 2 ? mine : mine ^ 2);
@@ -745,9 +745,9 @@ TEST(CoordinatorShared, RanksWithRankZerosKeyGetAReferenceTheOthersTheBytes) {
         EXPECT_EQ(ref->length, n * size);
         // A result no larger than the first reuses its segment.
         if (call == 0) {
-          first_label = ref->label;
+          first_key = ref->key;
         } else {
-          EXPECT_EQ(ref->label, first_label);
+          EXPECT_EQ(ref->key, first_key);
         }
         reader.read(*ref, out.data(), {.rank = 2});
       }
@@ -826,13 +826,7 @@ TEST(CoordinatorShared, AReferenceNobodyBacksIsNamed) {
   }
   ASSERT_GT(child, 0);
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);
-  s::SharedRef ref{static_cast<uint32_t>(child),
-                   3,
-                   "jaccl-star-0000000000000abc",
-                   0xabc,
-                   8192,
-                   64,
-                   64};
+  s::SharedRef ref{static_cast<uint32_t>(child), 3, 0xabc, 8192, 64, 64};
   std::vector<char> out(64);
   s::SharedReader reader;
   try {
@@ -911,18 +905,18 @@ TEST(CoordinatorWire, RoundTripsAndRejectsGarbage) {
 
 TEST(CoordinatorWire, SharedReferencesRoundTripAndGarbageIsRefused) {
   namespace s = detail::star;
-  s::SharedRef r{4242, 7, "jaccl-star-00000000000000ab", 0xab, 8192, 64, 4096};
+  s::SharedRef r{4242, 7, 0xab, 8192, 64, 4096};
   std::string why;
   auto d = s::decode_shared_ref(s::encode_shared_ref(r), &why);
   ASSERT_TRUE(d) << why;
   EXPECT_EQ(d->pid, 4242u);
   EXPECT_EQ(d->fd, 7);
-  EXPECT_EQ(d->label, r.label);
   EXPECT_EQ(d->key, 0xabu);
   EXPECT_EQ(d->segment_bytes, 8192u);
   EXPECT_EQ(d->offset, 64u);
   EXPECT_EQ(d->length, 4096u);
-  EXPECT_LE(s::encode_shared_ref(r).size(), s::kMaxSharedRef);
+  EXPECT_EQ(s::encode_shared_ref(r).size(), s::kSharedRefBytes);
+  EXPECT_EQ(s::shared_label(0xab), "jaccl-star-00000000000000ab");
 
   auto refused = [&](s::SharedRef bad, const std::string& needle) {
     auto b = s::encode_shared_ref(bad);
@@ -931,12 +925,6 @@ TEST(CoordinatorWire, SharedReferencesRoundTripAndGarbageIsRefused) {
     EXPECT_NE(w.find(needle), std::string::npos) << w;
   };
   auto bad = r;
-  bad.label = "jaccl-star-00000000000000ac";  // not its key's
-  refused(bad, "is not the star's");
-  bad = r;
-  bad.label = "../../etc/passwd";
-  refused(bad, "is not the star's");
-  bad = r;
   bad.length = 8192;  // past the segment's end
   refused(bad, "lies outside");
   bad = r;
