@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "common/prefetch.h"
 #include "jaccl/types.h"
 
 #if defined(__x86_64__)
@@ -258,6 +259,8 @@ void kernel(void* out, const void* a, const void* b, size_t n) {
     unsigned char* o = po + i * kSize;
     const unsigned char* x = pa + i * kSize;
     const unsigned char* y = pb + i * kSize;
+    prefetch_ahead(x, kBlock * kSize);
+    prefetch_ahead(y, kBlock * kSize);
     JACCL_IVDEP
     for (size_t k = 0; k < kBlock; ++k) {
       apply_one<Codec, Op>(o + k * kSize, x + k * kSize, y + k * kSize);
@@ -285,6 +288,8 @@ void blocked_kernel(void* out, const void* a, const void* b, size_t n) {
   for (; i + kBlock <= n; i += kBlock) {
     const unsigned char* x = pa + i * kSize;
     const unsigned char* y = pb + i * kSize;
+    prefetch_ahead(x, kBlock * kSize);
+    prefetch_ahead(y, kBlock * kSize);
     for (size_t k = 0; k < kBlock; ++k) {
       fa[k] = Codec::decode(load<S>(x + k * kSize));
       fb[k] = Codec::decode(load<S>(y + k * kSize));
@@ -321,6 +326,8 @@ __attribute__((target("avx2,f16c"))) void f16c_kernel(void* out, const void* a,
   alignas(32) float fb[kBlock];
   size_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
+    prefetch_ahead(pa + i * 2, kBlock * 2);
+    prefetch_ahead(pb + i * 2, kBlock * 2);
     for (size_t k = 0; k < kBlock; k += 8) {
       const size_t off = (i + k) * 2;
       _mm256_store_ps(fa + k, _mm256_cvtph_ps(_mm_loadu_si128(

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/prefetch.h"
+
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -31,6 +33,7 @@ inline void copy_bytes(void* dst, const void* src, size_t n) {
 template <bool Stream>
 inline void copy_lines(char* d, const char* s, size_t body) {
   for (size_t i = 0; i < body; i += 64) {
+    prefetch_ahead(s + i, 64);
     auto* from = reinterpret_cast<const __m128i*>(s + i);
     auto* to = reinterpret_cast<__m128i*>(d + i);
     __m128i a = _mm_loadu_si128(from);
