@@ -275,7 +275,10 @@ void kernel(void* out, const void* a, const void* b, size_t n) {
 // simple loops vectorize independently (the encode needs per-lane shifts, which
 // plain SSE2 lacks; splitting keeps the rest vectorized there).
 template <class Codec, class Op>
-void blocked_kernel(void* out, const void* a, const void* b, size_t n) {
+__attribute__((always_inline)) inline void blocked_loop(void* out,
+                                                        const void* a,
+                                                        const void* b,
+                                                        size_t n) {
   using S = typename Codec::Storage;
   constexpr size_t kSize = sizeof(S);
   constexpr size_t kBlock = 128;
@@ -307,7 +310,24 @@ void blocked_kernel(void* out, const void* a, const void* b, size_t n) {
   }
 }
 
+template <class Codec, class Op>
+void blocked_kernel(void* out, const void* a, const void* b, size_t n) {
+  blocked_loop<Codec, Op>(out, a, b, n);
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// bf16 needs no conversion instruction (its decode and round-to-nearest-even
+// encode are 32-bit shifts, adds and selects), but SSE2 has no 32-to-16-bit
+// unsigned pack and does 4 lanes at once: the same loop compiled for AVX2,
+// picked at run time, took bf16 all_sums 0.5-0.7x the time from 64 KiB to
+// 16 MiB, shm and TCP (BENCHMARKS.md, History, "bf16 reductions through
+// AVX2"). Same operations in the same order: bit-identical results.
+template <class Op>
+__attribute__((target("avx2"))) void bf16_avx2_kernel(void* out, const void* a,
+                                                      const void* b, size_t n) {
+  blocked_loop<BFloat16Codec, Op>(out, a, b, n);
+}
+
 #define JACCL_F16C_DISPATCH 1
 // x86 without -march flags has no vector per-lane shift, so the portable fp16
 // encode runs scalar (~0.5 G elements/s). F16C converts 8 at a time in
@@ -348,6 +368,11 @@ __attribute__((target("avx2,f16c"))) void f16c_kernel(void* out, const void* a,
   for (; i < n; ++i) {
     apply_one<HalfCodec, Op>(po + i * 2, pa + i * 2, pb + i * 2);
   }
+}
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
 }
 
 bool cpu_has_f16c() {
@@ -476,6 +501,21 @@ Kernel find_kernel(ReduceOp op, int dtype) {
     raise_unsupported(op, dtype);
   }
 #ifdef JACCL_F16C_DISPATCH
+  if (dtype == BFloat16 && cpu_has_avx2() &&
+      !g_force_portable.load(std::memory_order_relaxed)) {
+    switch (op) {
+      case ReduceOp::Sum:
+        return bf16_avx2_kernel<Sum>;
+      case ReduceOp::Max:
+        return bf16_avx2_kernel<Max>;
+      case ReduceOp::Min:
+        return bf16_avx2_kernel<Min>;
+      case ReduceOp::Prod:
+        return bf16_avx2_kernel<Prod>;
+      default:
+        break;
+    }
+  }
   if (dtype == Float16 && cpu_has_f16c() &&
       !g_force_portable.load(std::memory_order_relaxed)) {
     switch (op) {
