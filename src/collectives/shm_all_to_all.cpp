@@ -258,7 +258,8 @@ void ShmGroup::a2a_direct(const ShmStepDesc& d, const A2aBlocks& b,
   // The own block with non-temporal stores once the ranks' buffers outgrow
   // the last-level cache (the stream ways' guess): its output lines are
   // then not read in first, nor do they evict what the kernel copy reads
-  // next (2 ranks, 16 MiB: 0.7-0.8x the time; below, ordinary stores won).
+  // next (2 ranks, 16-64 MiB: 0.75-0.85x the time; at 1 MiB ordinary stores
+  // won; BENCHMARKS.md, History).
   const bool stream_own = a2a_guess(b.total) == ShmStrategy::Stream;
   if (!published) {
     ShmStepDesc p = d;

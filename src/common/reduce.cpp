@@ -370,18 +370,19 @@ __attribute__((target("avx2,f16c"))) void f16c_kernel(void* out, const void* a,
   }
 }
 
+// "avx2" also checks that the OS saves AVX state.
 bool cpu_has_avx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
 
 bool cpu_has_f16c() {
-  // "avx2" also checks that the OS saves AVX state; F16C comes from CPUID
-  // directly (clang's __builtin_cpu_supports does not know "f16c").
+  // F16C comes from CPUID directly (clang's __builtin_cpu_supports does not
+  // know "f16c").
   static const bool has = [] {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") &&
-           __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return cpu_has_avx2() && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
   }();
   return has;
 }
@@ -494,6 +495,26 @@ std::string dtype_label(int dtype) {
         {.rank = rank});
 }
 
+#ifdef JACCL_F16C_DISPATCH
+// pick(Op{}) for the arithmetic ops (a run-time dispatched kernel family's
+// instance); nullptr for the others, which keep the portable kernels.
+template <class Pick>
+Kernel arith_kernel(ReduceOp op, Pick pick) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return pick(Sum{});
+    case ReduceOp::Max:
+      return pick(Max{});
+    case ReduceOp::Min:
+      return pick(Min{});
+    case ReduceOp::Prod:
+      return pick(Prod{});
+    default:
+      return nullptr;
+  }
+}
+#endif
+
 Kernel find_kernel(ReduceOp op, int dtype) {
   const int o = op_index(op);
   if (dtype < 0 || dtype >= kNumDtypes || o < 0 || o >= kNumOps ||
@@ -501,35 +522,16 @@ Kernel find_kernel(ReduceOp op, int dtype) {
     raise_unsupported(op, dtype);
   }
 #ifdef JACCL_F16C_DISPATCH
-  if (dtype == BFloat16 && cpu_has_avx2() &&
-      !g_force_portable.load(std::memory_order_relaxed)) {
-    switch (op) {
-      case ReduceOp::Sum:
-        return bf16_avx2_kernel<Sum>;
-      case ReduceOp::Max:
-        return bf16_avx2_kernel<Max>;
-      case ReduceOp::Min:
-        return bf16_avx2_kernel<Min>;
-      case ReduceOp::Prod:
-        return bf16_avx2_kernel<Prod>;
-      default:
-        break;
-    }
-  }
-  if (dtype == Float16 && cpu_has_f16c() &&
-      !g_force_portable.load(std::memory_order_relaxed)) {
-    switch (op) {
-      case ReduceOp::Sum:
-        return f16c_kernel<Sum>;
-      case ReduceOp::Max:
-        return f16c_kernel<Max>;
-      case ReduceOp::Min:
-        return f16c_kernel<Min>;
-      case ReduceOp::Prod:
-        return f16c_kernel<Prod>;
-      default:
-        break;
-    }
+  if (!g_force_portable.load(std::memory_order_relaxed)) {
+    Kernel k = nullptr;
+    if (dtype == BFloat16 && cpu_has_avx2())
+      k = arith_kernel(
+          op, [](auto o) -> Kernel { return bf16_avx2_kernel<decltype(o)>; });
+    else if (dtype == Float16 && cpu_has_f16c())
+      k = arith_kernel(
+          op, [](auto o) -> Kernel { return f16c_kernel<decltype(o)>; });
+    if (k != nullptr)
+      return k;
   }
 #endif
   return kKernels.k[o][dtype];
