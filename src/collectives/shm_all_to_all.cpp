@@ -97,13 +97,6 @@ int write_peer(pid_t pid, uint64_t addr, const char* src, size_t len) {
   return peer_copy(pid, addr, const_cast<char*>(src), len, true);
 }
 
-inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
-  if (stream)
-    stream_copy(dst, src, n);
-  else
-    cached_copy(dst, src, n);
-}
-
 // The share of `left` bytes of the own block copied in one of `rounds`
 // rounds: an even share in 64-byte multiples (the last round's shorter).
 size_t own_share(size_t left, size_t rounds) {

@@ -55,15 +55,6 @@ size_t llc_bytes() {
   return v != 0 ? v : size_t(32) << 20;
 }
 
-// The first hop (into the segment, for the peers) and the last (into the
-// caller's buffer): ordinary or non-temporal stores (shm_strategy.h).
-inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
-  if (stream)
-    stream_copy(dst, src, n);
-  else
-    cached_copy(dst, src, n);
-}
-
 ShmStrategy guess_of(bool stream) {
   return stream ? ShmStrategy::Stream : ShmStrategy::Cached;
 }

@@ -105,4 +105,13 @@ inline void stream_copy(void* dst, const void* src, size_t n) {
 #endif
 }
 
+// The first hop (into the segment, for the peers) and the last (into the
+// caller's buffer): ordinary or non-temporal stores (shm_strategy.h).
+inline void copy_with(void* dst, const void* src, size_t n, bool stream) {
+  if (stream)
+    stream_copy(dst, src, n);
+  else
+    cached_copy(dst, src, n);
+}
+
 }  // namespace jaccl::detail
