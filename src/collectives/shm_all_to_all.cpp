@@ -151,8 +151,10 @@ void ShmGroup::a2a_rounds(const ShmStepDesc& d, const A2aBlocks& b,
       for (size_t q = 0; q < P; ++q) {
         const a2a::Part p = a2a::round_part(b.send[q], window, k);
         if (q != r && p.len != 0)
-          copy_with(mine + a2a_window(r, q) * window, b.in + b.soff[q] + p.off,
-                    p.len, way.stream_stage || b.send[q] >= b.stream_from);
+          copy_with(
+              mine + a2a_window(r, q) * window, b.in + b.soff[q] + p.off, p.len,
+              stage_stream(static_cast<int>(q), b.send[q],
+                           way.stream_stage || b.send[q] >= b.stream_from));
       }
       arrive(d);
       // A share of the own block (64-byte multiples) while the peers
@@ -427,7 +429,9 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
       const a2a::Part p = a2a::round_part(send[q], pl.window, 0);
       if (q != r && p.len != 0)
         copy_with(mine + a2a_window(r, q) * pl.window, src + off, p.len,
-                  large_guess ? guess.stream_stage : send[q] >= ride_stream);
+                  stage_stream(static_cast<int>(q), send[q],
+                               large_guess ? guess.stream_stage
+                                           : send[q] >= ride_stream));
     }
   }
   ShmStepDesc rows{OpKind::AllToAllv, -1, row * sizeof(uint64_t), 0, 0, 0};

@@ -121,6 +121,7 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
                                                    : ch_.header().chunk_bytes) /
           64 * 64),
       llc_bytes_(llc_bytes()),
+      l2_bytes_(l2_cache_bytes()),
       tuner_(static_cast<ShmStrategy>(ch_.header().strategy)),
       pid_(static_cast<int32_t>(::getpid())),
       a2a_whole_(a2a_place(0)),

@@ -196,6 +196,7 @@ class ShmGroup : public Group {
   OpRunner ops_;        // every op's lock, checks, deadline and failure rule
   size_t chunk_bytes_;  // large ops' unit of staging (<= slot_bytes)
   size_t llc_bytes_;    // last-level cache (sysfs)
+  size_t l2_bytes_;     // one core's L2 (stage_stream)
   ShmTuner tuner_;      // cached or streaming copy-out, measured per size
   std::vector<uint64_t> counts_;      // all_to_allv's counts matrix
   std::vector<size_t> a2a_scratch_;   // all_to_all(v)'s counts and offsets
@@ -218,6 +219,16 @@ class ShmGroup : public Group {
   // the first trial of each size class uses it; the tuner then measures.
   bool streaming(size_t bytes) const {
     return bytes * static_cast<size_t>(size_) >= llc_bytes_;
+  }
+  // Whether a block of `bytes` staged for rank q goes out with streaming
+  // stores, where the way asks for them (`stream`): not when q comes back
+  // to this rank's CPU (oversubscribed ranks share CPUs in bands) and both
+  // directions of the pair's double-buffered staging fit half of the
+  // L2: q read those lines last on this core, so ordinary stores hit this
+  // core's cache and q reads them back from it, where streaming stores
+  // send both trips through memory.
+  bool stage_stream(int q, size_t bytes, bool stream) const {
+    return stream && !(ch_.shares_home(q) && 4 * bytes <= l2_bytes_ / 2);
   }
   // The tuner's first guess for an all_to_all(v) of `total` bytes a rank
   // (each rank reads its input and writes its output).

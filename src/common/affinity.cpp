@@ -84,6 +84,14 @@ bool move_within(const std::vector<int>& mask, const std::vector<int>& to) {
   return moved;
 }
 
+// share_cpu's rule over a mask already read.
+int share_of(const std::vector<int>& cpus, int index, int count) {
+  if (cpus.size() < 2 || index < 0 || index >= count)
+    return -1;
+  return cpus[static_cast<size_t>(index) * cpus.size() /
+              static_cast<size_t>(count)];
+}
+
 }  // namespace
 
 bool move_off_this_cpu() {
@@ -104,11 +112,17 @@ bool move_to_cpu(int cpu) {
 }
 
 int share_cpu(int index, int count) {
+  return share_of(allowed_cpus(), index, count);
+}
+
+std::vector<int> share_cpus(int count) {
   const std::vector<int> cpus = allowed_cpus();
-  if (cpus.size() < 2 || index < 0 || index >= count)
-    return -1;
-  return cpus[static_cast<size_t>(index) * cpus.size() /
-              static_cast<size_t>(count)];
+  std::vector<int> homes;
+  if (cpus.size() < 2)
+    return homes;
+  for (int i = 0; i < count; ++i)
+    homes.push_back(share_of(cpus, i, count));
+  return homes;
 }
 
 }  // namespace jaccl::detail

@@ -60,5 +60,8 @@ bool move_to_cpu(int cpu);
 // 0-1 on the first of 2 CPUs, 2-3 on the second, as jaccl-run's shares):
 // -1 when the mask holds fewer than two CPUs or index is out of range.
 int share_cpu(int index, int count);
+// share_cpu of every member 0..count-1, from one look at the mask (empty
+// when it holds fewer than two CPUs).
+std::vector<int> share_cpus(int count);
 
 }  // namespace jaccl::detail

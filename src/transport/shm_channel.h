@@ -115,6 +115,13 @@ class ShmChannel {
   // Whether this host's ranks outnumber the CPUs this rank may use (then
   // every wait yields).
   bool oversubscribed() const { return oversubscribed_; }
+  // Whether rank q goes back to this rank's CPU too (oversubscribed ranks
+  // share CPUs in bands, share_cpu): what one stages for the other is
+  // read from this core's caches.
+  bool shares_home(int q) const {
+    return home_cpu_ >= 0 && q >= 0 && q < size_ &&
+           home_of_[static_cast<size_t>(q)] == home_cpu_;
+  }
   // How often this rank has moved itself off a CPU it shared with a rank
   // it waited for.
   int cpu_moves() const { return cpu_moves_; }
@@ -160,6 +167,8 @@ class ShmChannel {
   // while they run elsewhere; yield when they share this rank's CPU (and
   // the higher rank of such a pair moves itself off it; see shm_sync.h).
   WaitMode wait_mode(int peer);
+  // wait_mode's answer where ranks outnumber the CPUs.
+  WaitMode oversubscribed_mode(int peer) const;
   // The failure state, then the deadline: "timed out after 2 s waiting for
   // <waiting_for()>" (built only then: this runs on every slow poll).
   template <class What>
@@ -193,6 +202,7 @@ class ShmChannel {
   bool oversubscribed_ = false;
   // Where an oversubscribed rank goes back to (wait_mode; -1: nowhere).
   int home_cpu_ = -1;
+  std::vector<int> home_of_;  // every rank's home CPU (empty: none)
   uint64_t next_home_step_ = 0;
   // Wakers fence lightly and sleepers heavily (shm_sync.h): every rank
   // decides alike (from the same host_cpus and kernel).
