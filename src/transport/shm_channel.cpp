@@ -25,7 +25,7 @@ constexpr uint64_t kP2pMagic = 0x50325048534c4341ull;  // "ACLSHP2P"
 // A rank that finds itself on the CPU of a rank it waits for moves off it
 // at most once per this many sync steps (ShmChannel::wait_mode).
 constexpr uint64_t kMoveEverySteps = 1024;
-// Ranks that outnumber the CPUs yield at every wait and never sleep, so
+// Ranks that outnumber the CPUs yield or poll and rarely sleep, so
 // the kernel leaves them where it stacked them: each goes back to a CPU of
 // its own share (consecutive ranks share one) every this many steps, while
 // the CPUs are the job's alone (YieldGate). 4 ranks on 2 CPUs, all_sum
@@ -160,17 +160,22 @@ WaitMode ShmChannel::wait_mode(int peer) {
 
 WaitMode ShmChannel::oversubscribed_mode(int peer) const {
   // Yield while a rank waited for may need this CPU: one whose home it is
-  // too, or that last ran here. When every such rank has arrived, a yield
-  // only hands the core to one that waits as well and gets it back a
-  // switch later (several microseconds each in this kind of VM: 4 ranks on
-  // 2 CPUs switched 6.6 times per 256 KiB all_sum where 4 suffice); the
-  // ranks elsewhere answer without this core.
+  // too, that last ran here, or that has not said where it runs (before
+  // its first step; ranks a user pinned to one CPU have no homes). Once
+  // all of those have arrived, a yield only hands the core to a rank that
+  // waits as well and gets it back a switch later (several microseconds
+  // each in this kind of VM: 4 ranks on 2 CPUs switched 6.6 times per
+  // 256 KiB all_sum where 4 suffice); the ranks elsewhere answer without
+  // this core.
   const int me = ::sched_getcpu();
   for (int q = 0; q < size_; ++q) {
     const bool waited =
         peer >= 0 ? q == peer
                   : q != rank_ && !arrived(q, step_, std::memory_order_relaxed);
-    if (waited && (me < 0 || shares_home(q) || cpu_of(q) == me))
+    if (!waited)
+      continue;
+    const int at = cpu_of(q);
+    if (me < 0 || at < 0 || at == me || shares_home(q))
       return WaitMode::kYield;
   }
   return WaitMode::kSpin;

@@ -34,7 +34,8 @@ class ShmChannel {
   // size are this host's (the group's); names[i] is the job rank of member
   // i, used in every message (empty: member i is rank i). host_cpus: the
   // CPUs the members may run on between them (cpus_in_union); more ranks
-  // than that and every wait yields. keepalive: what the failure state's
+  // than that and waits yield while a rank on the waiter's CPU is waited
+  // for (oversubscribed_mode). keepalive: what the failure state's
   // reporters need (the liveness monitor).
   ShmChannel(int rank, int size, std::vector<int> names, ShmSegment seg,
              ShmLayout layout, int host_cpus,
@@ -113,7 +114,7 @@ class ShmChannel {
   void recv(void* out, size_t n, int src, const Deadline& dl);
 
   // Whether this host's ranks outnumber the CPUs this rank may use (then
-  // every wait yields).
+  // waits yield to ranks on this CPU: oversubscribed_mode).
   bool oversubscribed() const { return oversubscribed_; }
   // Whether rank q goes back to this rank's CPU too (oversubscribed ranks
   // share CPUs in bands, share_cpu): what one stages for the other is

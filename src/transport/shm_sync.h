@@ -3,7 +3,7 @@
 // slice to check the op deadline; a failure bumps the word (ShmChannel), so
 // it wakes the sleepers at once. Ranks may be oversubscribed (4 ranks on 2
 // cores), so a waiter that may hold the core its peer needs yields on every
-// poll; one whose peer runs elsewhere never yields (see wait_until).
+// poll; one whose peers all run elsewhere never yields (see wait_until).
 #pragma once
 
 #include <linux/futex.h>
@@ -87,8 +87,9 @@ void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
   //    a compute thread in its rank's process took 24x its unloaded time).
   //    The scheduler preempts a spinner at its tick anyway, so others here
   //    lose no more than their fair share.
-  //    Oversubscribed, or when the peer last ran on this CPU, the peer is
-  //    likely waiting for this core: every poll yields. The scheduler may
+  //    When the peer last ran on this CPU, or shares it with this rank
+  //    (oversubscribed), it is likely waiting for this core: every poll
+  //    yields. The scheduler may
   //    put two ranks that woke each other on one CPU and leave them there
   //    for a long while (a spin then costs a whole step); the caller then
   //    moves one of them (ShmChannel::wait_mode). Sleeping on the futex
