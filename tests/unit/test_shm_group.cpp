@@ -1129,6 +1129,29 @@ TEST(CpuPlacement, CountIsTheAffinityMasksAndDrivesOversubscription) {
   EXPECT_EQ(allowed_cpus(), cpus) << "the test's thread kept its own mask";
 }
 
+// Oversubscribed members go back to CPUs in consecutive blocks (members
+// 0-1 on the first of 2 CPUs, 2-3 on the second); share_cpus reads the
+// mask once for all of them and must agree with share_cpu member by member.
+TEST(CpuPlacement, ShareCpusGivesEveryMembersShareCpu) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2)
+    GTEST_SKIP() << "needs two CPUs";
+  std::thread([&] {
+    allow_cpus({cpus[0], cpus[1]});
+    EXPECT_EQ(share_cpus(4),
+              (std::vector<int>{cpus[0], cpus[0], cpus[1], cpus[1]}));
+    EXPECT_EQ(share_cpus(3), (std::vector<int>{cpus[0], cpus[0], cpus[1]}));
+    for (int count : {1, 2, 5, 8})
+      for (int i = 0; i < count; ++i)
+        EXPECT_EQ(share_cpus(count)[static_cast<size_t>(i)],
+                  share_cpu(i, count))
+            << i << " of " << count;
+    allow_cpus({cpus[0]});
+    EXPECT_TRUE(share_cpus(4).empty()) << "one CPU: no homes";
+    EXPECT_EQ(share_cpu(0, 4), -1);
+  }).join();
+}
+
 // Small all_sums and all_gathers stage into the next band of a window each
 // call, with a core per rank and with ranks that outnumber their cores
 // (held to one CPU here). Every call's operands differ, so a band a rank
