@@ -79,11 +79,13 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       state_(std::move(state)),
       keepalive_(std::move(keepalive)),
       oversubscribed_(size > host_cpus),
-      home_cpu_(oversubscribed_ ? share_cpu(rank, size) : -1),
       // Registers this process before any step (shm_sync.h).
       asymmetric_(!oversubscribed_ && asymmetric_fences()) {
-  if (home_cpu_ >= 0)
-    home_of_ = share_cpus(size_);
+  if (oversubscribed_) {
+    home_of_ = share_cpus(size_);  // empty with fewer than two CPUs
+    if (!home_of_.empty())
+      home_cpu_ = home_of_[static_cast<size_t>(rank_)];
+  }
   // A failure, revoke or abort wakes this group's sleepers at once (in
   // every process: the word is shared) instead of at their next slice.
   wake_link_ = std::make_shared<WakeLink>();
