@@ -135,10 +135,7 @@ WaitMode ShmChannel::wait_mode(int peer) {
     return WaitMode::kSpin;
   int lowest = -1;  // the lowest rank waited for that last ran on this CPU
   for (int q = 0; q < size_ && lowest < 0; ++q) {
-    const bool waited =
-        peer >= 0 ? q == peer
-                  : q != rank_ && !arrived(q, step_, std::memory_order_relaxed);
-    if (waited && cpu_of(q) == me)
+    if (waited_for(q, peer) && cpu_of(q) == me)
       lowest = q;
   }
   if (lowest < 0)
@@ -171,10 +168,7 @@ WaitMode ShmChannel::oversubscribed_mode(int peer) const {
   // this core.
   const int me = ::sched_getcpu();
   for (int q = 0; q < size_; ++q) {
-    const bool waited =
-        peer >= 0 ? q == peer
-                  : q != rank_ && !arrived(q, step_, std::memory_order_relaxed);
-    if (!waited)
+    if (!waited_for(q, peer))
       continue;
     const int at = cpu_of(q);
     if (me < 0 || at < 0 || at == me || shares_home(q))

@@ -170,6 +170,12 @@ class ShmChannel {
   WaitMode wait_mode(int peer);
   // wait_mode's answer where ranks outnumber the CPUs.
   WaitMode oversubscribed_mode(int peer) const;
+  // Whether a wait for `peer` (-1: the current step) waits for rank q.
+  bool waited_for(int q, int peer) const {
+    return peer >= 0
+               ? q == peer
+               : q != rank_ && !arrived(q, step_, std::memory_order_relaxed);
+  }
   // The failure state, then the deadline: "timed out after 2 s waiting for
   // <waiting_for()>" (built only then: this runs on every slow poll).
   template <class What>
