@@ -218,12 +218,5 @@ void splits(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
   }
 }
 
-std::string what_of(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) {
-    return c->what_without_backtrace();
-  }
-  return e.what();
-}
-
 }  // namespace
 }  // namespace jaccl_torch
