@@ -168,7 +168,7 @@ size_t list_bytes(const std::vector<at::Tensor>& list) {
   return n;
 }
 
-// ---- buffers (on the worker thread) -------------------------------------
+// ---- buffers (on the thread that runs the op) ----------------------------
 
 // A contiguous view of t: t itself when it is contiguous (jaccl gets its data
 // pointer, nothing is copied); otherwise a contiguous copy, which
