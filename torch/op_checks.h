@@ -168,7 +168,7 @@ size_t list_bytes(const std::vector<at::Tensor>& list) {
   return n;
 }
 
-// ---- buffers (on the thread that runs the op) ----------------------------
+// ---- buffers (on the worker thread) -------------------------------------
 
 // A contiguous view of t: t itself when it is contiguous (jaccl gets its data
 // pointer, nothing is copied); otherwise a contiguous copy, which
@@ -216,6 +216,13 @@ void splits(const at::Tensor& t, const std::vector<int64_t>& split_sizes,
     offsets[r] = off;
     off += counts[r];
   }
+}
+
+std::string what_of(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) {
+    return c->what_without_backtrace();
+  }
+  return e.what();
 }
 
 }  // namespace

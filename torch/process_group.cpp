@@ -1,6 +1,8 @@
 // Copyright 2026 the jaccl authors.
 #include "process_group.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <algorithm>
 #include <numeric>
 #include <set>
@@ -13,6 +15,49 @@
 namespace jaccl_torch {
 
 using c10d::ReduceOp;
+
+// ---- Work ---------------------------------------------------------------
+
+JacclWork::JacclWork(int rank, c10d::OpType type,
+                     std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type), outputs_(std::move(outputs)) {}
+
+void JacclWork::settle(c10::ivalue::Future& future) {
+  if (exception_) {
+    future.setError(exception_);
+  } else {
+    future.markCompleted(c10::IValue(outputs_));
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> JacclWork::getFuture() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (future_)
+    return future_;
+  future_ =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  auto future = future_;
+  if (completed_) {
+    lock.unlock();  // settle() runs the future's callbacks
+    settle(*future);
+  }
+  return future;
+}
+
+void JacclWork::complete(std::exception_ptr error) {
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    // As Work::finish, and in the same step the future to settle: one made
+    // later is settled by getFuture().
+    std::lock_guard<std::mutex> lock(mutex_);
+    completed_ = true;
+    exception_ = error;
+    future = future_;
+  }
+  cv_.notify_all();
+  if (future)
+    settle(*future);
+}
 
 // ---- the process group ----------------------------------------------------
 
@@ -65,7 +110,7 @@ ProcessGroupJaccl::ProcessGroupJaccl(std::shared_ptr<jaccl::Group> group)
 
 void ProcessGroupJaccl::start() {
   init();
-  ops_ = std::make_shared<OpQueue>();
+  worker_ = std::thread([this] { worker_loop(); });
   std::lock_guard<std::mutex> lock(registry_mu());
   registry().insert(this);
 }
@@ -79,7 +124,15 @@ ProcessGroupJaccl::~ProcessGroupJaccl() {
 }
 
 void ProcessGroupJaccl::shutdown() {
-  ops_->shutdown();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  // Ops still queued run first: each is bounded by the op timeout, and after
+  // a failure the jaccl group fails them at once.
+  if (worker_.joinable())
+    worker_.join();
 }
 
 void ProcessGroupJaccl::shutdown_all() {
@@ -90,18 +143,96 @@ void ProcessGroupJaccl::shutdown_all() {
     pg->shutdown();
 }
 
+namespace {
+
+// Runs an op on this thread; returns its outcome for the op's Work.
+template <class F>
+std::exception_ptr run_op(const char* name, F& run) {
+  std::exception_ptr error;
+  try {
+    run();
+  } catch (const jaccl::Error& e) {
+    // Of the same kind and fields, so that Python sees
+    // jaccl_torch.<Kind>Error (module.cpp) with e's rank and peers.
+    error = jaccl::with_context(
+        e, std::string("jaccl_torch: ") + name + " failed: ");
+  } catch (const std::exception& e) {
+    // jaccl's message ("[jaccl] rank 1: rank 3 died ...") with the op.
+    error = std::make_exception_ptr(std::runtime_error(
+        std::string("jaccl_torch: ") + name + " failed: " + what_of(e)));
+  } catch (...) {
+    error = std::current_exception();
+  }
+  return error;
+}
+
+}  // namespace
+
 template <class F>
 c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
     c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
     size_t bytes, F&& run) {
-  auto work =
-      c10::make_intrusive<JacclWork>(rank_, type, std::move(outputs), ops_);
-  TORCH_CHECK(
-      ops_->submit(work, name, std::forward<F>(run), bytes <= inline_bytes()),
-      "jaccl_torch: ", name,
-      ": the process group is shut down (destroyed, or the "
-      "interpreter is exiting)");
+  auto work = c10::make_intrusive<JacclWork>(rank_, type, std::move(outputs));
+  const bool small = bytes <= inline_bytes();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    TORCH_CHECK(!stop_, "jaccl_torch: ", name,
+                ": the process group is shut down (destroyed, or the "
+                "interpreter is exiting)");
+    if (!small || busy_ || !queue_.empty()) {
+      queue_.push_back(Task{work, name, std::forward<F>(run)});
+      lock.unlock();
+      cv_.notify_one();
+      return work;
+    }
+    busy_ = true;  // ops issued meanwhile queue up behind this one
+  }
+  std::exception_ptr error;
+  {
+    // Ops copy into and out of user tensors: data movement, not something
+    // autograd should record.
+    at::NoGradGuard no_grad;
+    error = run_op(name, run);
+  }
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
+    queued = !queue_.empty();
+  }
+  if (queued)
+    cv_.notify_one();
+  work->complete(error);
   return work;
+}
+
+void ProcessGroupJaccl::worker_loop() {
+  at::NoGradGuard no_grad;
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // An inline op (busy_) runs before anything queued after it.
+      cv_.wait(lock, [&] {
+        return (!busy_ && !queue_.empty()) || (stop_ && queue_.empty());
+      });
+      if (queue_.empty())
+        return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    auto error = run_op(task.name, task.run);
+    auto work = std::move(task.work);
+    task = Task{};  // the op's tensors are dropped before the next op starts
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    // Completed once the group is idle again: a caller woken by wait()
+    // finds it idle, and its next small op runs inline.
+    work->complete(error);
+  }
 }
 
 void ProcessGroupJaccl::run_blocking(const char* name,

@@ -2,31 +2,52 @@
 // ProcessGroupJaccl: torch.distributed's collectives on a jaccl group whose
 // side channel is the c10d store torch hands the backend.
 //
-// Each process group owns one jaccl group and one OpQueue (op_queue.h): ops
-// run one at a time in the order they were issued, small ones on the
-// calling thread, others on the queue's worker or on the thread that waits
-// for them. wait() blocks, and getFuture() completes when the op ends (DDP
-// chains its gradient division on that future). Checks that need no peer
-// (dtype, device, shapes, reduce op) throw in the caller; a jaccl failure
-// (peer lost, timeout, protocol) completes the Work with an error of its
-// kind whose text is jaccl's, and the jaccl group then fails every later op
-// at once.
+// Each process group owns one jaccl group and one worker thread; ops run in
+// the order they were issued. An op of at most inline_bytes() bytes issued
+// while nothing is queued or running runs on the calling thread and returns
+// a completed Work (a thread hand-off costs more than such an op); any other
+// op is queued for the worker and returns at once. wait() blocks, and
+// getFuture() completes when the op ends (DDP chains its gradient division
+// on that future). Checks that need no peer (dtype, device, shapes, reduce
+// op) throw in the caller; a jaccl failure (peer lost, timeout, protocol)
+// completes the Work with an error of its kind whose text is jaccl's, and
+// the jaccl group then fails every later op at once.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "compat.h"
 #include "jaccl/jaccl.h"
-#include "op_queue.h"
 
 namespace jaccl_torch {
+
+// The Work of one op, completed by whichever thread ran it (with an error,
+// or with the op's output tensors as the future's value). The future is
+// made only when asked for: most callers only wait().
+class JacclWork : public c10d::Work {
+ public:
+  JacclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  void complete(std::exception_ptr error);
+
+ private:
+  void settle(c10::ivalue::Future& future);
+
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;  // guarded by mutex_
+};
 
 class ProcessGroupJaccl : public BackendBase {
  public:
@@ -69,9 +90,8 @@ class ProcessGroupJaccl : public BackendBase {
   static void shutdown_all();
 
   // Ops of at most this many bytes run on the calling thread when nothing
-  // is queued or running (0: every op is queued, and runs on the worker or
-  // on the thread that waits for it). Process wide;
-  // jaccl_torch.set_inline_bytes() in Python.
+  // is queued or running (0: every op goes through the worker). Process
+  // wide; jaccl_torch.set_inline_bytes() in Python.
   static size_t inline_bytes() { return inline_bytes_.load(); }
   static void set_inline_bytes(size_t n) { inline_bytes_.store(n); }
   static constexpr size_t kDefaultInlineBytes = size_t{64} << 10;
@@ -127,7 +147,13 @@ class ProcessGroupJaccl : public BackendBase {
       const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
 
  private:
-  // Runs `run` inline (see inline_bytes()) or queues it (OpQueue);
+  struct Task {
+    c10::intrusive_ptr<JacclWork> work;
+    const char* name;
+    std::function<void()> run;
+  };
+
+  // Runs `run` inline (see inline_bytes()) or queues it for the worker;
   // `bytes` is what the op moves, the Work's result is `outputs`.
   template <class F>
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, const char* name,
@@ -136,7 +162,8 @@ class ProcessGroupJaccl : public BackendBase {
   // Runs fn as an op (in order with the others) and waits for it; throws
   // its error.
   void run_blocking(const char* name, std::function<void()> fn);
-  void start();  // the queue, the registry (both constructors)
+  void start();  // the worker, the registry (both constructors)
+  void worker_loop();
   // All-reduce of a contiguous CPU tensor in place (the op's thread).
   void allreduce_dense(at::Tensor& t, const c10d::ReduceOp& op);
   // Reduce-scatter of flat ([size, n], contiguous) into out.
@@ -144,8 +171,12 @@ class ProcessGroupJaccl : public BackendBase {
                            const c10d::ReduceOp& op);
 
   std::shared_ptr<jaccl::Group> group_;
-  // Shared with the Works (weakly), so that a wait() can run its op.
-  std::shared_ptr<OpQueue> ops_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool busy_ = false;  // an op is running (worker or inline); guarded by mu_
+  bool stop_ = false;
+  std::thread worker_;
   static inline std::atomic<size_t> inline_bytes_{kDefaultInlineBytes};
 };
 

@@ -18,7 +18,6 @@ import faulthandler
 import gc
 import os
 import sys
-import threading
 import time
 from datetime import timedelta
 
@@ -380,7 +379,6 @@ def check_async():
         jaccl_torch.set_inline_bytes(0)
         assert jaccl_torch.inline_bytes() == 0
         check_async_waits()
-        check_wait_runs_the_op()
     finally:
         jaccl_torch.set_inline_bytes(limit)
     check_async_waits()
@@ -424,46 +422,6 @@ def check_async_waits():
         assert torch.equal(futs[i].wait()[0], x)
         assert works[i].is_completed() and works[i].is_success()
     assert torch.equal(g, torch.arange(5, dtype=torch.int64))
-
-
-def check_wait_runs_the_op():
-    # A wait() on an op that has not started runs it on the waiting thread
-    # (no hand-off to the worker and back). Rank 0's worker is held in the
-    # future callback of op a, so op b is still queued when rank 0 waits
-    # for it, and b's callback then runs on rank 0's main thread. (Alone, a
-    # rank's op a could complete before the hook.)
-    if SIZE < 2:
-        return
-    me = threading.get_ident()
-    started, release = threading.Event(), threading.Event()
-    ran_on = {}
-
-    def hold(f):
-        ran_on["a"] = threading.get_ident()
-        started.set()
-        release.wait(60)
-        return f.value()
-
-    # The other ranks issue op a only once rank 0 has hooked it, so that it
-    # completes on rank 0's worker (not before the hook, on this thread).
-    if RANK == 0:
-        a = dist.all_reduce(torch.ones(3), async_op=True)
-        fa = a.get_future().then(hold)
-        dist.barrier(group=GLOO)
-        assert started.wait(60), "op a's callback never ran"
-    else:
-        dist.barrier(group=GLOO)
-        dist.all_reduce(torch.ones(3))
-    b = torch.full((4,), float(RANK))
-    wb = dist.all_reduce(b, async_op=True)
-    wb.get_future().then(lambda f: ran_on.setdefault("b", threading.get_ident()))
-    assert wb.wait()
-    assert torch.equal(b, torch.full((4,), SIZE * (SIZE - 1) / 2))
-    if RANK == 0:
-        release.set()
-        fa.wait()
-        assert ran_on["a"] != me, "op a completed on the issuing thread"
-        assert ran_on["b"] == me, "wait() left op b to the worker"
 
 
 def check_groups():
