@@ -81,11 +81,8 @@ ShmChannel::ShmChannel(int rank, int size, std::vector<int> names,
       oversubscribed_(size > host_cpus),
       // Registers this process before any step (shm_sync.h).
       asymmetric_(!oversubscribed_ && asymmetric_fences()) {
-  if (oversubscribed_) {
+  if (oversubscribed_)
     home_of_ = share_cpus(size_);  // empty with fewer than two CPUs
-    if (!home_of_.empty())
-      home_cpu_ = home_of_[static_cast<size_t>(rank_)];
-  }
   // A failure, revoke or abort wakes this group's sleepers at once (in
   // every process: the word is shared) instead of at their next slice.
   wake_link_ = std::make_shared<WakeLink>();
@@ -121,9 +118,9 @@ void ShmChannel::raise_timeout(const Deadline& dl,
 
 WaitMode ShmChannel::wait_mode(int peer) {
   if (oversubscribed_) {
-    if (home_cpu_ >= 0 && step_ >= next_home_step_) {
+    if (home_cpu() >= 0 && step_ >= next_home_step_) {
       next_home_step_ = step_ + kHomeEverySteps;
-      if (move_home(home_cpu_, size_, static_cast<long long>(now_ns()))) {
+      if (move_home(home_cpu(), size_, static_cast<long long>(now_ns()))) {
         ++cpu_moves_;
         note_cpu();
       }

@@ -120,8 +120,12 @@ class ShmChannel {
   // share CPUs in bands, share_cpu): what one stages for the other is
   // read from this core's caches.
   bool shares_home(int q) const {
-    return home_cpu_ >= 0 && q >= 0 && q < size_ &&
-           home_of_[static_cast<size_t>(q)] == home_cpu_;
+    return home_cpu() >= 0 && q >= 0 && q < size_ &&
+           home_of_[static_cast<size_t>(q)] == home_cpu();
+  }
+  // Where an oversubscribed rank goes back to (wait_mode; -1: nowhere).
+  int home_cpu() const {
+    return home_of_.empty() ? -1 : home_of_[static_cast<size_t>(rank_)];
   }
   // How often this rank has moved itself off a CPU it shared with a rank
   // it waited for.
@@ -207,8 +211,6 @@ class ShmChannel {
   uint64_t step_ = 0;
   // More ranks than the members' CPUs: waits yield at once (wait_until).
   bool oversubscribed_ = false;
-  // Where an oversubscribed rank goes back to (wait_mode; -1: nowhere).
-  int home_cpu_ = -1;
   std::vector<int> home_of_;  // every rank's home CPU (empty: none)
   uint64_t next_home_step_ = 0;
   // Wakers fence lightly and sleepers heavily (shm_sync.h): every rank
