@@ -14,11 +14,24 @@
 #include <cstring>
 #include <memory>
 
+#include "bootstrap/tcp_star_listener.h"
 #include "bootstrap/tcp_star_server.h"
 #include "common/error.h"
 #include "common/log.h"
 
 namespace jaccl::detail::star {
+
+namespace {
+
+// No Nagle delay on the handshake's and the replies' small writes; room for
+// a reply in one send rather than one per window's worth, each waiting for
+// the rank to be scheduled (the kernel caps it at wmem_max).
+void accepted_options(int fd) {
+  set_nodelay(fd);
+  set_send_buffer(fd, kSocketBuffer);
+}
+
+}  // namespace
 
 Server::Server(const TcpStarOptions& o)
     : o_(o),
@@ -41,16 +54,10 @@ Server::Server(const TcpStarOptions& o)
   drops_before_ = read_listen_drops();
   // Bind now so a taken port or a bad host fails init, not the first call.
   // Accepted sockets inherit the listener's options: two system calls fewer
-  // per rank on the thread every connection waits for. No Nagle delay on
-  // the handshake's and the replies' small writes; room for a reply in one
-  // send rather than one per window's worth, each waiting for the rank to
-  // be scheduled (the kernel caps it at wmem_max).
-  listener_ =
-      listen_tcp(resolve(parse_host_port(o.address, "JACCL_COORDINATOR"), 0),
-                 listen_backlog(o.size), 0, [](int fd) {
-                   set_nodelay(fd);
-                   set_send_buffer(fd, kSocketBuffer);
-                 });
+  // per rank on the thread every connection waits for.
+  listener_ = coordinator_listener(
+      resolve(parse_host_port(o.address, "JACCL_COORDINATOR"), 0),
+      listen_backlog(o.size), accepted_options, &inherited_);
   arm(listener_.get(), kListenerTag, EPOLLIN);
   listener_armed_ = true;
   if (o.size >= kReserveFdsFrom) {
@@ -250,6 +257,9 @@ void Server::accept_pending() {
                                        << std::strerror(e));
       }
       return;
+    }
+    if (inherited_) {
+      accepted_options(fd);  // may have connected before they were set
     }
     const uint64_t id = next_pending_++;
     arm(fd, kPendingTag | id, EPOLLIN);

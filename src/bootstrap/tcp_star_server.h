@@ -149,6 +149,7 @@ class Server {
   Fd ep_;
   std::vector<epoll_event> events_ = std::vector<epoll_event>(512);
   Fd listener_;
+  bool inherited_ = false;  // listener_ is JACCL_COORDINATOR_FD's
   bool listener_armed_ = false;
   ListenDrops drops_before_;
   std::map<uint64_t, Pending> pending_;  // by id = accept order

@@ -15,6 +15,9 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
      "number of ranks when there is no device file"},
     {EnvVar::Coordinator, "JACCL_COORDINATOR", "MLX_JACCL_COORDINATOR", "",
      "host:port rank 0 listens on for the TCP star side channel"},
+    {EnvVar::CoordinatorFd, "JACCL_COORDINATOR_FD", nullptr, "unset",
+     "rank 0: an inherited socket listening on JACCL_COORDINATOR's port, "
+     "served instead of binding it (set by jaccl-run)"},
     {EnvVar::IbvDevices, "JACCL_IBV_DEVICES", "MLX_IBV_DEVICES", "",
      "path of the JSON device matrix (size x size)"},
     {EnvVar::Ring, "JACCL_RING", "MLX_JACCL_RING", "unset",

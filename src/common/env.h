@@ -11,6 +11,7 @@ enum class EnvVar {
   Rank,
   Size,
   Coordinator,
+  CoordinatorFd,
   IbvDevices,
   Ring,
   Timeout,

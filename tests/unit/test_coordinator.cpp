@@ -3,6 +3,7 @@
 // processes (tests/workers/star_worker.cpp) for jobs, threads of this process
 // for stray clients and the cases that need a precise order of events.
 // Deadlines only keep a broken build from hanging; nothing asserts timings.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -491,6 +492,113 @@ TEST(CoordinatorInit, AddressInUseNamesTheAddress) {
     EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos)
         << e.what();
   }
+}
+
+// JACCL_COORDINATOR_FD (what jaccl-run hands rank 0), set for one test:
+// read when rank 0's star is made, on this thread, before any rank thread
+// starts, and unset again however the test ends.
+struct CoordinatorFdEnv {
+  explicit CoordinatorFdEnv(const std::string& v) {
+    ::setenv("JACCL_COORDINATOR_FD", v.c_str(), 1);
+  }
+  ~CoordinatorFdEnv() { ::unsetenv("JACCL_COORDINATOR_FD"); }
+};
+
+detail::Fd loopback_listener(std::string* address) {
+  auto fd = detail::listen_tcp(
+      detail::resolve(detail::parse_host_port("127.0.0.1:0", "test")), 4);
+  *address = "127.0.0.1:" +
+             std::to_string(detail::port_of(detail::local_address(fd.get())));
+  return fd;
+}
+
+// errno of binding 127.0.0.1 at address's port as the library does
+// (SO_REUSEADDR), 0 if that worked.
+int bind_errno(const std::string& address) {
+  try {
+    detail::listen_tcp(
+        detail::resolve(detail::parse_host_port(address, "test")), 4);
+    return 0;
+  } catch (const IoError& e) {
+    return e.info().sys_errno;
+  }
+}
+
+// A two-rank gather through a star whose rank 0 is made here.
+void gather_two(const std::string& a) {
+  auto r0 = detail::make_tcp_star({0, 2, a, "", 60s});
+  StarThread r1;
+  r1.start({1, 2, a, "", 60s}, {'b'});
+  char out[2] = {};
+  r0("a", out, 1);
+  EXPECT_EQ(r1.join(), "");
+  EXPECT_EQ(std::string(out, 2), "ab");
+  EXPECT_EQ(std::string(r1.out.begin(), r1.out.end()), "ab");
+}
+
+TEST(CoordinatorInherited, RankZeroServesTheSocketItWasHandedAndKeepsIt) {
+  std::string a;
+  auto held = loopback_listener(&a);
+  // Our copy stands for the launcher's, which it closes once rank 0 runs.
+  const int fd = ::fcntl(held.get(), F_DUPFD, 10);
+  ASSERT_GE(fd, 0);
+  ::fcntl(fd, F_SETFD, 0);  // as inherited across exec
+  held = detail::Fd();
+  CoordinatorFdEnv env(std::to_string(fd));
+  gather_two(a);
+  // The socket outlives that star: a second one in this process serves on
+  // it again, and the port stays taken in between.
+  EXPECT_EQ(bind_errno(a), EADDRINUSE);
+  gather_two(a);
+  EXPECT_EQ(::fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC)
+      << "the launcher's socket would leak into the program's children";
+  ::close(fd);
+}
+
+TEST(CoordinatorInherited, ASocketListeningElsewhereIsLeftAlone) {
+  // A star of another address (a tcp:// side channel, say) binds its own.
+  std::string other;
+  auto elsewhere = loopback_listener(&other);
+  CoordinatorFdEnv env(std::to_string(elsewhere.get()));
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  gather_two(a);
+  EXPECT_EQ(::fcntl(elsewhere.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+}
+
+TEST(CoordinatorInherited, WhatCannotServeIsAConfigErrorNamingTheVariable) {
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  auto not_listening = detail::Fd(::socket(AF_INET, SOCK_STREAM, 0));
+  auto udp = detail::Fd(::socket(AF_INET, SOCK_DGRAM, 0));
+  const int closed = ::fcntl(pipe_fds[0], F_DUPFD, 100);
+  ::close(closed);
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"7x", "not a file descriptor number"},
+      {"-3", "not a file descriptor number"},
+      {"99999999999", "not a file descriptor number"},
+      {std::to_string(closed), "not an open descriptor"},
+      {std::to_string(pipe_fds[0]), "not a socket"},
+      {std::to_string(udp.get()), "not a TCP socket"},
+      {std::to_string(not_listening.get()), "not listening"},
+  };
+  for (const auto& [value, why] : cases) {
+    CoordinatorFdEnv env(value);
+    try {
+      detail::make_tcp_star({0, 2, a, "", Millis(5000)});
+      ADD_FAILURE() << "JACCL_COORDINATOR_FD=" << value << " was taken";
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("JACCL_COORDINATOR_FD=" + value), std::string::npos)
+          << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+      EXPECT_EQ(e.info().rank, 0) << what;
+    }
+  }
+  // None of it bound the address meanwhile.
+  EXPECT_EQ(bind_errno(a), 0);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
 }
 
 TEST(CoordinatorInit, UnresolvableHostNamesTheAddress) {

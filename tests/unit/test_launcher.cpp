@@ -3,7 +3,9 @@
 // worker as its program, plus the process helper the tests stand on.
 // Deadlines only keep a broken build from hanging; nothing asserts timings.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +93,22 @@ Job start_and_wait_for_pids(const std::vector<std::string>& args, int n) {
         << job.output(0);
   }
   return job;
+}
+
+// errno of binding a listening socket to 127.0.0.1:port as jaccl's rank 0
+// does (SO_REUSEADDR), 0 if that worked.
+int loopback_bind_errno(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  const int err = rc == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
 }
 
 // ------------------------------------------------------------ proc helper
@@ -203,6 +221,53 @@ TEST(Launcher, RankEnvironment) {
     EXPECT_EQ(env["JACCL_TOKEN"], envs[0]["JACCL_TOKEN"]);
     EXPECT_EQ(env["JACCL_COORDINATOR"], envs[0]["JACCL_COORDINATOR"]);
     EXPECT_EQ(env.count("JACCL_SIDE_CHANNEL"), 0u);
+    // Rank 0 alone inherits the coordinator's socket.
+    if (rank == 0) {
+      EXPECT_TRUE(all_digits(env["JACCL_COORDINATOR_FD"]))
+          << env["JACCL_COORDINATOR_FD"];
+    } else {
+      EXPECT_EQ(env.count("JACCL_COORDINATOR_FD"), 0u) << "rank " << rank;
+    }
+  }
+}
+
+TEST(Launcher, CoordinatorPortIsHeldFromTheStartAndRankZeroServesIt) {
+  // The ranks wait for a file before they touch jaccl: meanwhile the port
+  // jaccl-run chose must already be taken (a port that was free "a moment
+  // ago", bound only when rank 0 got that far, was free for anyone here to
+  // take), and once they go, rank 0 serves the star on that socket.
+  TempDir dir;
+  const std::string go = dir / "go";
+  Job job = Job::start(launcher(),
+                       {"-n", "2", "-v", "--env", "STAR_GO_FILE=" + go, "--env",
+                        "JACCL_TIMEOUT=60", "--", worker_path("star_worker")},
+                       1, nullptr);
+  ASSERT_TRUE(job.wait_for_output(0, "coordinator 127.0.0.1:", kDeadline))
+      << job.output(0);
+  std::smatch m;
+  const std::string out = job.output(0);
+  ASSERT_TRUE(std::regex_search(
+      out, m, std::regex("coordinator 127\\.0\\.0\\.1:([0-9]+)")))
+      << out;
+  EXPECT_EQ(loopback_bind_errno(std::stoi(m[1].str())), EADDRINUSE)
+      << "the coordinator's port was free while the ranks started";
+  std::ofstream(go).put('\n');
+  auto res = job.wait(kDeadline);
+  ASSERT_EQ(res.size(), 1u);
+  EXPECT_TRUE(res[0].exited_ok()) << res[0].describe() << "\n" << res[0].output;
+  EXPECT_NE(res[0].output.find("[0] LISTENING"), std::string::npos)
+      << res[0].output;
+  EXPECT_NE(res[0].output.find("[0] OK"), std::string::npos) << res[0].output;
+  EXPECT_NE(res[0].output.find("[1] OK"), std::string::npos) << res[0].output;
+}
+
+TEST(Launcher, AnInheritedCoordinatorFdReachesNoRank) {
+  // Ours (a jaccl-run inside a rank, say) names nothing the ranks hold.
+  ProcResult r = launch(cmd(2, {"--coordinator", "127.0.0.1:2345"}, {"env"}),
+                        {{"JACCL_COORDINATOR_FD", "3"}});
+  ASSERT_TRUE(r.exited_ok()) << r.output;
+  for (auto& [rank, env] : rank_envs(r.output)) {
+    EXPECT_EQ(env.count("JACCL_COORDINATOR_FD"), 0u) << "rank " << rank;
   }
 }
 

@@ -36,7 +36,8 @@ std::vector<std::string> replacement_env(const std::vector<std::string>& env,
   std::vector<std::string> out;
   for (const auto& kv : env) {
     static const char* const kDropped[] = {
-        "JACCL_RANK", "JACCL_SIZE", "MLX_RANK", "MLX_WORLD_SIZE", "JACCL_JOIN"};
+        "JACCL_RANK",     "JACCL_SIZE", "MLX_RANK",
+        "MLX_WORLD_SIZE", "JACCL_JOIN", "JACCL_COORDINATOR_FD"};
     const bool drop =
         std::any_of(std::begin(kDropped), std::end(kDropped),
                     [&](const char* name) { return is_var(kv, name); });

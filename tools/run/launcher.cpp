@@ -86,6 +86,7 @@ bool Launcher::restart(int rank, const std::string& why) {
   ++restarts_;
   SpawnSpec spec = rp.spec;
   spec.env = replacement_env(spec.env, restarts_);
+  spec.pass_fd = -1;  // a newcomer joins a grow; it serves no star
   Rank r = spawn(rank, spec);
   r.host = rp.host;
   if (!r.running) {
@@ -368,6 +369,12 @@ int Launcher::run() {
   for (size_t rank = 0; rank < plan_.ranks.size(); ++rank) {
     RankPlan& rp = plan_.ranks[rank];
     Rank r = spawn(static_cast<int>(rank), rp.spec);
+    if (rank == 0 && plan_.coordinator_fd >= 0) {
+      // Rank 0 holds the coordinator's socket now: when it ends, the ranks
+      // still dialing are refused at once instead of queued.
+      ::close(plan_.coordinator_fd);
+      plan_.coordinator_fd = -1;
+    }
     r.remote = rp.remote;
     r.host = rp.host;
     if (r.remote) {

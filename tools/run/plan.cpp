@@ -23,6 +23,7 @@ namespace {
 // set.
 std::vector<std::string> local_env(const Options& opt, int rank,
                                    const std::string& coordinator,
+                                   int coordinator_fd,
                                    const std::string& token) {
   std::map<std::string, std::string> vars;
   for (const auto& e : our_environment()) {
@@ -43,6 +44,11 @@ std::vector<std::string> local_env(const Options& opt, int rank,
     vars.erase("MLX_JACCL_COORDINATOR");
   } else {
     vars["JACCL_COORDINATOR"] = coordinator;
+  }
+  // Ours only in rank 0, and only when it gets the socket.
+  vars.erase("JACCL_COORDINATOR_FD");
+  if (rank == 0 && coordinator_fd >= 0) {
+    vars["JACCL_COORDINATOR_FD"] = std::to_string(coordinator_fd);
   }
   if (!token.empty()) {
     vars["JACCL_TOKEN"] = token;
@@ -81,10 +87,15 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
                              std::strerror(err));
   }
   JobPlan job;
-  if (opt.side_channel.empty()) {
-    job.coordinator = !opt.coordinator.empty()
-                          ? opt.coordinator
-                          : "127.0.0.1:" + std::to_string(free_port(true));
+  if (opt.side_channel.empty() && !opt.coordinator.empty()) {
+    job.coordinator = opt.coordinator;
+  } else if (opt.side_channel.empty()) {
+    // Listening from now on and handed to rank 0: no other process can take
+    // the port while the ranks start, and ranks that dial before rank 0
+    // runs wait in its queue.
+    int port = 0;
+    job.coordinator_fd = coordinator_socket(&port);
+    job.coordinator = "127.0.0.1:" + std::to_string(port);
   }
   const std::vector<int> cpus = jaccl::detail::allowed_cpus();
   const auto binding = local_binding(opt, cpus, code);
@@ -93,7 +104,11 @@ JobPlan plan_local(const Options& opt, const std::string& token, int& code) {
     rp.spec.cpus = binding[static_cast<size_t>(rank)];
     rp.spec.path = path;
     rp.spec.argv = opt.command;
-    rp.spec.env = local_env(opt, rank, job.coordinator, token);
+    rp.spec.env =
+        local_env(opt, rank, job.coordinator, job.coordinator_fd, token);
+    if (rank == 0) {
+      rp.spec.pass_fd = job.coordinator_fd;
+    }
     rp.spec.capture = !opt.no_prefix;
     rp.spec.stdin_ours = rank == 0;  // only rank 0 reads our stdin
     std::string env =
@@ -147,10 +162,9 @@ JobPlan plan_remote(const Options& opt, const std::string& token, int& code) {
   }
   JobPlan job;
   if (opt.side_channel.empty()) {
-    job.coordinator =
-        !opt.coordinator.empty()
-            ? opt.coordinator
-            : coordinator_address(hosts, host_of, free_port(false));
+    job.coordinator = !opt.coordinator.empty()
+                          ? opt.coordinator
+                          : coordinator_address(hosts, host_of, free_port());
   }
   std::string cwd = opt.cwd;
   if (cwd.empty()) {

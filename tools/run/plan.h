@@ -21,7 +21,10 @@ struct RankPlan {
 struct JobPlan {
   std::vector<RankPlan> ranks;
   std::string coordinator;  // "" with --side-channel
-  std::string summary;      // for -v
+  // The coordinator's listening socket rank 0 inherits (-1: none, rank 0
+  // binds the address); ours to close once rank 0 has it.
+  int coordinator_fd = -1;
+  std::string summary;  // for -v
 };
 
 // Throws std::runtime_error (HostsError, ...) naming what is wrong; `code`

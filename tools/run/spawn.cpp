@@ -95,7 +95,7 @@ struct ChildArgs {
   char* const* envp;
   pid_t parent;
   bool own_group, ctl, stdin_ours, capture, bind;
-  int ctl_fd, out_fd, err_fd;
+  int ctl_fd, out_fd, err_fd, pass_fd;
   cpu_set_t cpus;
   const sigset_t* mask;  // restored just before exec
   const char* unbound;   // "jaccl-run: rank N runs unbound: "...
@@ -136,6 +136,9 @@ int child_main(void* p) {
     say(a.unbound, std::strerror(errno));
   }
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  if (a.pass_fd >= 0) {
+    ::fcntl(a.pass_fd, F_SETFD, 0);
+  }
   ::sigprocmask(SIG_SETMASK, a.mask, nullptr);
   ::execve(a.path, a.argv, a.envp);
   const int e = errno;
@@ -195,6 +198,7 @@ Rank spawn(int rank, const SpawnSpec& spec) {
   a.ctl_fd = ctl[0];
   a.out_fd = out[1];
   a.err_fd = err[1];
+  a.pass_fd = spec.pass_fd;
   CPU_ZERO(&a.cpus);
   for (int c : spec.cpus) {
     if (c >= 0 && c < CPU_SETSIZE) {

@@ -36,6 +36,7 @@ struct SpawnSpec {
   bool own_group = false;        // a process group of its own
   std::string first_input;       // written to the ctl pipe at once
   std::vector<int> cpus;         // bind to these (empty: inherit our mask)
+  int pass_fd = -1;              // left open across exec (rank 0's listener)
 };
 
 // Forks and execs; r.running is false if that failed (said why).

@@ -58,21 +58,41 @@ std::string random_token() {
   return token;
 }
 
-int free_port(bool loopback_only) {
+namespace {
+
+// A TCP socket bound to addr:0 (the kernel picks the port; *port), or exits.
+int bound_socket(uint32_t addr, int* port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 ||
-      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(addr);
+  socklen_t len = sizeof(sa);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
     note(std::string("cannot pick a coordinator port: ") +
          std::strerror(errno));
     std::exit(1);
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+int free_port() {
+  int port = 0;
+  ::close(bound_socket(INADDR_ANY, &port));
+  return port;
+}
+
+int coordinator_socket(int* port) {
+  const int fd = bound_socket(INADDR_LOOPBACK, port);
+  if (::listen(fd, SOMAXCONN) != 0) {
+    note(std::string("cannot listen for the coordinator: ") +
+         std::strerror(errno));
+    std::exit(1);
+  }
+  return fd;
 }
 
 std::string format_seconds(double s) {

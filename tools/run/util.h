@@ -18,7 +18,11 @@ std::string describe_status(int status);  // "exited with code 3", ...
 int exit_code_of(int status);             // 128+signal if killed
 bool failed(int status);                  // not a clean exit 0
 std::string random_token();               // 32 hex chars (CSPRNG)
-int free_port(bool loopback_only);        // free a moment ago, or exits
-std::string format_seconds(double s);     // "0.5", "30"
+int free_port();                          // free a moment ago, or exits
+// A socket listening on 127.0.0.1 at a port the kernel picks (*port), for
+// rank 0 to inherit (JACCL_COORDINATOR_FD): the port is never free between
+// choosing it and rank 0's start. Close-on-exec; exits on failure.
+int coordinator_socket(int* port);
+std::string format_seconds(double s);  // "0.5", "30"
 
 }  // namespace jaccl::run

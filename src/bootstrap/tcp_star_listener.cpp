@@ -1,0 +1,130 @@
+// Copyright 2026 the jaccl authors.
+#include "bootstrap/tcp_star_listener.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include "common/env.h"
+#include "common/log.h"
+
+namespace jaccl::detail {
+
+namespace {
+
+// Whether a socket bound to `own` receives the connections made to `want`:
+// the same port, and the same address or every address.
+bool serves(const SockAddr& own_addr, const SockAddr& want_addr) {
+  if (port_of(own_addr) != port_of(want_addr)) {
+    return false;
+  }
+  const sockaddr_storage& own = own_addr.ss;
+  const sockaddr_storage& want = want_addr.ss;
+  if (own.ss_family == AF_INET && want.ss_family == AF_INET) {
+    const auto a = reinterpret_cast<const sockaddr_in&>(own).sin_addr.s_addr;
+    return a == htonl(INADDR_ANY) ||
+           a == reinterpret_cast<const sockaddr_in&>(want).sin_addr.s_addr;
+  }
+  if (own.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(own).sin6_addr;
+    return IN6_IS_ADDR_UNSPECIFIED(&a) ||
+           (want.ss_family == AF_INET6 &&
+            IN6_ARE_ADDR_EQUAL(
+                &a, &reinterpret_cast<const sockaddr_in6&>(want).sin6_addr));
+  }
+  return false;
+}
+
+// Why fd cannot serve a star ("" if it may; *own: where it listens).
+std::string unusable(int fd, SockAddr* own, int* err) {
+  if (::fcntl(fd, F_GETFD) < 0) {
+    *err = errno;
+    return "it is not an open descriptor in this process (the launcher's "
+           "socket was not inherited)";
+  }
+  int listening = 0, protocol = 0;
+  socklen_t len = sizeof(listening);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0) {
+    *err = errno;
+    return errno == ENOTSOCK ? "it is not a socket" : "getsockopt failed";
+  }
+  len = sizeof(protocol);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &protocol, &len) != 0 ||
+      protocol != IPPROTO_TCP) {
+    return "it is not a TCP socket";
+  }
+  if (!listening) {
+    return "it is a TCP socket that is not listening";
+  }
+  own->len = sizeof(own->ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&own->ss), &own->len) !=
+      0) {
+    *err = errno;
+    return "getsockname failed";
+  }
+  return "";
+}
+
+}  // namespace
+
+Fd coordinator_listener(const SockAddr& addr, int backlog,
+                        const std::function<void(int)>& options,
+                        bool* inherited) {
+  const char* text = env_get(EnvVar::CoordinatorFd);
+  *inherited = text != nullptr;
+  if (text == nullptr) {
+    return listen_tcp(addr, backlog, 0, options);
+  }
+  const std::string var = std::string("JACCL_COORDINATOR_FD=") + text;
+  char* end = nullptr;
+  errno = 0;
+  const long fd = std::strtol(text, &end, 10);
+  if (*text < '0' || *text > '9' || *end != '\0' || errno != 0 ||
+      fd > INT_MAX) {
+    raise(ErrorKind::Config, var + ": not a file descriptor number",
+          {.rank = 0, .address = addr.str()});
+  }
+  int err = 0;
+  SockAddr own;
+  const std::string why = unusable(static_cast<int>(fd), &own, &err);
+  if (!why.empty()) {
+    raise(ErrorKind::Config,
+          var + " cannot serve the coordinator: " + why +
+              "; it names the listening socket a launcher (jaccl-run) hands "
+              "to rank 0: unset it to have rank 0 bind JACCL_COORDINATOR",
+          {.rank = 0, .address = addr.str(), .sys_errno = err});
+  }
+  if (!serves(own, addr)) {
+    // A star of its own (a tcp:// side channel, a Config naming another
+    // address): the launcher's socket is not for it.
+    JACCL_LOG(Debug, var << " listens at " << own.str() << ", not at "
+                         << addr.str() << ": binding that instead");
+    *inherited = false;
+    return listen_tcp(addr, backlog, 0, options);
+  }
+  // Not into the program's own children; a duplicate per star, so that
+  // closing one leaves the socket listening for the next.
+  ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+  Fd dup(::fcntl(static_cast<int>(fd), F_DUPFD_CLOEXEC, 3));
+  if (!dup.valid()) {
+    raise(ErrorKind::Io, var + ": cannot duplicate it",
+          {.rank = 0, .address = addr.str(), .sys_errno = errno});
+  }
+  ::fcntl(dup.get(), F_SETFL, ::fcntl(dup.get(), F_GETFL) | O_NONBLOCK);
+  if (options) {
+    options(dup.get());
+  }
+  // listen() again only sets the queue's length.
+  if (::listen(dup.get(), backlog) != 0) {
+    raise(ErrorKind::Io, var + ": listen() failed",
+          {.rank = 0, .address = addr.str(), .sys_errno = errno});
+  }
+  return dup;
+}
+
+}  // namespace jaccl::detail
