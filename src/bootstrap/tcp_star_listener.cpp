@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <string>
 
 #include "common/env.h"
@@ -91,21 +93,27 @@ Fd coordinator_listener(const SockAddr& addr, int backlog,
   }
   int err = 0;
   SockAddr own;
-  const std::string why = unusable(static_cast<int>(fd), &own, &err);
-  if (!why.empty()) {
-    raise(ErrorKind::Config,
-          var + " cannot serve the coordinator: " + why +
-              "; it names the listening socket a launcher (jaccl-run) hands "
-              "to rank 0: unset it to have rank 0 bind JACCL_COORDINATOR",
-          {.rank = 0, .address = addr.str(), .sys_errno = err});
+  std::string why = unusable(static_cast<int>(fd), &own, &err);
+  if (why.empty() && !serves(own, addr)) {
+    why = "it listens at " + own.str();
   }
-  if (!serves(own, addr)) {
-    // A star of its own (a tcp:// side channel, a Config naming another
-    // address): the launcher's socket is not for it.
-    JACCL_LOG(Debug, var << " listens at " << own.str() << ", not at "
-                         << addr.str() << ": binding that instead");
+  if (!why.empty()) {
+    // The variable travels to every process the program starts, the socket
+    // does not (or the star is another one: a tcp:// side channel's, a
+    // nested job's): not for this star.
+    JACCL_LOG(Info, var << " is not a socket listening at " << addr.str()
+                        << " (" << why
+                        << (err != 0 ? std::string(": ") + std::strerror(err)
+                                     : std::string())
+                        << "): binding " << addr.str() << " instead");
     *inherited = false;
-    return listen_tcp(addr, backlog, 0, options);
+    try {
+      return listen_tcp(addr, backlog, 0, options);
+    } catch (const Error& e) {
+      std::rethrow_exception(
+          with_context(e, var + " named no socket listening there (" + why +
+                              "), so rank 0 bound the address itself: "));
+    }
   }
   // Not into the program's own children; a duplicate per star, so that
   // closing one leaves the socket listening for the next.

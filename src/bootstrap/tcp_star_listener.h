@@ -16,16 +16,15 @@ namespace jaccl::detail {
 
 // A listening socket for `addr` (non-blocking, close-on-exec), with
 // `options` applied to it before it accepts: the inherited one when
-// JACCL_COORDINATOR_FD is set, else a new one (listen_tcp). The inherited
-// descriptor itself stays open, marked close-on-exec, for the process's
-// life: each star gets a duplicate, so a later init in this process serves
-// on it again. One that does not receive addr's connections (another port
-// or address) is not for this star (a tcp:// side channel's, say): a new
-// socket then. A malformed value,
-// or a descriptor that is not a listening TCP socket, is a Config error
-// naming the variable.
-// *inherited says which it is: connections the kernel completed on an
-// inherited socket before `options` were set on it do not have them.
+// JACCL_COORDINATOR_FD names a TCP socket listening at addr, else a new one
+// (listen_tcp; said at Info when the variable named something else: the
+// variable reaches processes the socket does not, such as the program's own
+// children). The inherited descriptor itself stays open, marked
+// close-on-exec, for the process's life: each star gets a duplicate, so a
+// later init in this process serves on it again. A value that is not a
+// descriptor number is a Config error naming the variable. *inherited says
+// which socket it is: connections the kernel completed on an inherited one
+// before `options` were set on it do not have them.
 Fd coordinator_listener(const SockAddr& addr, int backlog,
                         const std::function<void(int)>& options,
                         bool* inherited);

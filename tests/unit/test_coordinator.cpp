@@ -555,50 +555,75 @@ TEST(CoordinatorInherited, RankZeroServesTheSocketItWasHandedAndKeepsIt) {
   ::close(fd);
 }
 
-TEST(CoordinatorInherited, ASocketListeningElsewhereIsLeftAlone) {
-  // A star of another address (a tcp:// side channel, say) binds its own.
+TEST(CoordinatorInherited, WhatIsNoSocketListeningThereIsLeftAlone) {
+  // The variable reaches processes the socket does not (the program's own
+  // children, a nested job's rank 0) and stars of other addresses (a
+  // tcp:// side channel's): each binds its own address and works.
   std::string other;
   auto elsewhere = loopback_listener(&other);
-  CoordinatorFdEnv env(std::to_string(elsewhere.get()));
-  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
-  gather_two(a);
-  EXPECT_EQ(::fcntl(elsewhere.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-}
-
-TEST(CoordinatorInherited, WhatCannotServeIsAConfigErrorNamingTheVariable) {
-  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
   int pipe_fds[2];
   ASSERT_EQ(::pipe(pipe_fds), 0);
   auto not_listening = detail::Fd(::socket(AF_INET, SOCK_STREAM, 0));
   auto udp = detail::Fd(::socket(AF_INET, SOCK_DGRAM, 0));
   const int closed = ::fcntl(pipe_fds[0], F_DUPFD, 100);
   ::close(closed);
-  const std::vector<std::pair<std::string, std::string>> cases{
-      {"7x", "not a file descriptor number"},
-      {"-3", "not a file descriptor number"},
-      {"99999999999", "not a file descriptor number"},
-      {std::to_string(closed), "not an open descriptor"},
-      {std::to_string(pipe_fds[0]), "not a socket"},
-      {std::to_string(udp.get()), "not a TCP socket"},
-      {std::to_string(not_listening.get()), "not listening"},
-  };
-  for (const auto& [value, why] : cases) {
+  for (int fd :
+       {elsewhere.get(), closed, pipe_fds[0], udp.get(), not_listening.get()}) {
+    SCOPED_TRACE("JACCL_COORDINATOR_FD=" + std::to_string(fd));
+    CoordinatorFdEnv env(std::to_string(fd));
+    const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+    gather_two(a);
+  }
+  // And the socket listening elsewhere still listens there.
+  EXPECT_EQ(bind_errno(other), EADDRINUSE);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
+TEST(CoordinatorInherited, AnAddressInUseSaysWhatTheVariableNamed) {
+  // The socket was meant for this star but did not arrive (a wrapper
+  // changed the variable): binding then finds the address taken, and the
+  // error says both.
+  std::string a;
+  auto taken = loopback_listener(&a);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  CoordinatorFdEnv env(std::to_string(pipe_fds[0]));
+  try {
+    detail::make_tcp_star({0, 2, a, "", Millis(5000)});
+    ADD_FAILURE() << "bound an address in use";
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("JACCL_COORDINATOR_FD=" + std::to_string(pipe_fds[0]) +
+                        " named no socket listening there (it is not a "
+                        "socket)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("in use"), std::string::npos) << what;
+    EXPECT_NE(what.find(a), std::string::npos) << what;
+  }
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
+TEST(CoordinatorInherited, AValueThatIsNoDescriptorNumberIsAConfigError) {
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  for (const std::string value : {"7x", "-3", "99999999999", " 4"}) {
     CoordinatorFdEnv env(value);
     try {
       detail::make_tcp_star({0, 2, a, "", Millis(5000)});
       ADD_FAILURE() << "JACCL_COORDINATOR_FD=" << value << " was taken";
     } catch (const ConfigError& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find("JACCL_COORDINATOR_FD=" + value), std::string::npos)
+      EXPECT_NE(what.find("JACCL_COORDINATOR_FD=" + value +
+                          ": not a file descriptor number"),
+                std::string::npos)
           << what;
-      EXPECT_NE(what.find(why), std::string::npos) << what;
       EXPECT_EQ(e.info().rank, 0) << what;
     }
   }
   // None of it bound the address meanwhile.
   EXPECT_EQ(bind_errno(a), 0);
-  ::close(pipe_fds[0]);
-  ::close(pipe_fds[1]);
 }
 
 TEST(CoordinatorInit, UnresolvableHostNamesTheAddress) {
