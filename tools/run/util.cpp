@@ -2,6 +2,7 @@
 #include "run/util.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -86,7 +87,14 @@ int free_port() {
 }
 
 int coordinator_socket(int* port) {
-  const int fd = bound_socket(INADDR_LOOPBACK, port);
+  int fd = bound_socket(INADDR_LOOPBACK, port);
+  if (fd < 3) {
+    // Started with a standard stream closed: rank 0's own stdout or stderr
+    // would be put over it.
+    const int above = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    ::close(fd);
+    fd = above;
+  }
   if (::listen(fd, SOMAXCONN) != 0) {
     note(std::string("cannot listen for the coordinator: ") +
          std::strerror(errno));
