@@ -20,26 +20,13 @@ namespace jaccl::detail {
 namespace {
 
 // Whether a socket bound to `own` receives the connections made to `want`:
-// the same port, and the same address or every address.
-bool serves(const SockAddr& own_addr, const SockAddr& want_addr) {
-  if (port_of(own_addr) != port_of(want_addr)) {
-    return false;
-  }
-  const sockaddr_storage& own = own_addr.ss;
-  const sockaddr_storage& want = want_addr.ss;
-  if (own.ss_family == AF_INET && want.ss_family == AF_INET) {
-    const auto a = reinterpret_cast<const sockaddr_in&>(own).sin_addr.s_addr;
-    return a == htonl(INADDR_ANY) ||
-           a == reinterpret_cast<const sockaddr_in&>(want).sin_addr.s_addr;
-  }
-  if (own.ss_family == AF_INET6) {
-    const auto& a = reinterpret_cast<const sockaddr_in6&>(own).sin6_addr;
-    return IN6_IS_ADDR_UNSPECIFIED(&a) ||
-           (want.ss_family == AF_INET6 &&
-            IN6_ARE_ADDR_EQUAL(
-                &a, &reinterpret_cast<const sockaddr_in6&>(want).sin6_addr));
-  }
-  return false;
+// the same port, and the same address or every address (an IPv6 one takes
+// IPv4 connections too).
+bool serves(const SockAddr& own, const SockAddr& want) {
+  const std::string host = host_of(own);
+  return port_of(own) == port_of(want) &&
+         (host == host_of(want) || host == "::" ||
+          (host == "0.0.0.0" && want.ss.ss_family == AF_INET));
 }
 
 // Why fd cannot serve a star ("" if it may; *own: where it listens).

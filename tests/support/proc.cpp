@@ -239,6 +239,23 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
+int loopback_bind_errno(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw_errno("socket");
+  }
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int err = rc == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
 bool pid_alive(pid_t pid) {
   if (pid <= 0) {
     return false;

@@ -41,6 +41,9 @@ std::string tool_path(const std::string& name);
 // A loopback TCP port that was free a moment ago (bind 127.0.0.1:0, read the
 // port, close).
 int free_loopback_port();
+// errno of binding a listening socket to 127.0.0.1:port as jaccl's rank 0
+// does (SO_REUSEADDR), 0 if that worked (the socket is closed again).
+int loopback_bind_errno(int port);
 
 // slowdown(): tests/support/slowdown.h.
 

@@ -3,9 +3,7 @@
 // worker as its program, plus the process helper the tests stand on.
 // Deadlines only keep a broken build from hanging; nothing asserts timings.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,22 +91,6 @@ Job start_and_wait_for_pids(const std::vector<std::string>& args, int n) {
         << job.output(0);
   }
   return job;
-}
-
-// errno of binding a listening socket to 127.0.0.1:port as jaccl's rank 0
-// does (SO_REUSEADDR), 0 if that worked.
-int loopback_bind_errno(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  const int err = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return err;
 }
 
 // ------------------------------------------------------------ proc helper
