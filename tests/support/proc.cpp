@@ -157,6 +157,11 @@ pid_t spawn(const std::string& path, std::vector<char*>& argv,
     if (::getppid() != parent) {
       ::_exit(127);  // the parent died before prctl took effect
     }
+    // A group of its own, whose parent (this test) is in another group of
+    // the session: never orphaned while the test lives. In the test's group
+    // a rank a test stopped (SIGSTOP) got the kernel's SIGHUP when the
+    // shell that started the suite exited and orphaned that group.
+    ::setpgid(0, 0);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) {

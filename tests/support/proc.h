@@ -4,10 +4,11 @@
 //
 // Every child runs with stdin on /dev/null, stdout and stderr on one pipe
 // (interleaved, drained by a reader thread so a chatty child never blocks),
-// all other inherited descriptors closed at exec, and PR_SET_PDEATHSIG(SIGKILL)
-// so a crashed test leaves no orphans. Note that the death signal fires when
-// the *thread* that started the job exits: start jobs from a thread that
-// outlives them (the test's main thread is fine).
+// all other inherited descriptors closed at exec, PR_SET_PDEATHSIG(SIGKILL)
+// so a crashed test leaves no orphans, and a process group of its own (a
+// rank a test stopped is not hung up when the suite's group is orphaned). Note
+// that the death signal fires when the *thread* that started the job exits:
+// start jobs from a thread that outlives them (the test's main thread is fine).
 #pragma once
 
 #include <sys/types.h>

@@ -166,6 +166,21 @@ TEST(ProcHelper, KillAndWaitOne) {
   EXPECT_FALSE(pid_alive(job.pid(0)));
 }
 
+TEST(ProcHelper, EachRankLeadsAProcessGroupOfItsOwn) {
+  // When the shell that started the suite exits, the suite's process group
+  // is orphaned, and the kernel hangs up such a group if a member is
+  // stopped: a rank a test stopped (SIGSTOP) died of SIGHUP once. A rank in
+  // a group of its own, whose parent (this test) is in another group of
+  // the same session, is never in an orphaned group while the test lives.
+  Job job = Job::start(probe(), {"say", "up", "sleep", "600000"}, 2, nullptr);
+  ASSERT_TRUE(job.wait_for_output(1, "up\n", kDeadline));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(::getpgid(job.pid(r)), job.pid(r)) << "rank " << r;
+    EXPECT_NE(::getpgid(job.pid(r)), ::getpgrp()) << "rank " << r;
+    EXPECT_EQ(::getsid(job.pid(r)), ::getsid(0)) << "rank " << r;
+  }
+}
+
 TEST(ProcHelper, MissingProgramThrows) {
   EXPECT_THROW(Job::start("/nonexistent/program", {}, 2, nullptr),
                std::system_error);
