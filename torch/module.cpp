@@ -11,9 +11,12 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/env.h"
+#include "config_parse.h"
 #include "error_classes.h"
 #include "jaccl/error.h"
 #include "process_group.h"
@@ -48,6 +51,25 @@ void register_exceptions(py::module_& m) {
 
 // init_process_group's creator: (store, rank, world_size, timeout). The
 // bootstrap blocks on the other ranks, so the GIL is released meanwhile.
+// JACCL_TORCH_INLINE_BYTES, once at import: the inline limit's starting
+// value, so that a program is tuned without a change to it. Throws (the
+// import fails) on anything but a whole number of bytes.
+void read_inline_bytes() {
+  using jaccl::detail::EnvVar;
+  const char* v = jaccl::detail::env_get(EnvVar::TorchInlineBytes);
+  if (v == nullptr) {
+    return;
+  }
+  const auto n = jaccl::detail::parse_int(v);
+  if (!n || *n < 0) {
+    throw std::invalid_argument(
+        std::string("[jaccl] ") +
+        jaccl::detail::env_info(EnvVar::TorchInlineBytes).name + "='" + v +
+        "' is not a whole number of bytes >= 0 (e.g. 1048576)");
+  }
+  jaccl_torch::ProcessGroupJaccl::set_inline_bytes(static_cast<size_t>(*n));
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     std::chrono::milliseconds timeout) {
@@ -162,6 +184,7 @@ PYBIND11_MODULE(jaccl_torch, m) {
       "dist.init_process_group('jaccl', ...).";
   py::module_ dist = py::module_::import("torch.distributed");
   register_exceptions(m);
+  read_inline_bytes();
   m.def("_create_process_group", &create_process_group, py::arg("store"),
         py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
         "The creator torch calls for backend 'jaccl'.");
@@ -182,7 +205,8 @@ PYBIND11_MODULE(jaccl_torch, m) {
       "Ops of at most n bytes run on the calling thread when their group has "
       "nothing queued or running, and return a completed Work (default 64 "
       "KiB); larger ones run on the group's worker thread, so that an "
-      "async_op=True call returns at once. 0 sends every op to the worker.");
+      "async_op=True call returns at once. 0 sends every op to the worker. "
+      "JACCL_TORCH_INLINE_BYTES sets the starting value at import.");
   m.def(
       "inline_bytes",
       [] { return jaccl_torch::ProcessGroupJaccl::inline_bytes(); },

@@ -58,6 +58,9 @@ constexpr std::array<EnvVarInfo, static_cast<size_t>(EnvVar::Count_)> kTable{{
     {EnvVar::OfiForceRegister, "JACCL_OFI_FORCE_REGISTER", nullptr, "0",
      "test knob: 1 registers every ofi buffer even when the provider does not "
      "require it"},
+    {EnvVar::TorchInlineBytes, "JACCL_TORCH_INLINE_BYTES", nullptr, "65536",
+     "PyTorch backend: ops of at most this many bytes, issued while their "
+     "group is idle, run on the calling thread (read at import)"},
     // Launchers' variables, read only when JACCL_RANK / JACCL_SIZE (and
     // their MLX_* spellings) are unset, in this order.
     {EnvVar::OmpiRank, "OMPI_COMM_WORLD_RANK", nullptr, "unset",

@@ -31,6 +31,7 @@ enum class EnvVar {
   ShmStrategy,
   OfiProvider,
   OfiForceRegister,
+  TorchInlineBytes,
   OmpiRank,
   OmpiSize,
   PmiRank,

@@ -9,6 +9,7 @@ test_backend.py or by torchrun; the benchmark has torch/bench_rank.py).
                             destroy_process_group
     rank_main.py join       init from JT_INIT and one all_reduce (init
                             methods; the missing-rank test)
+    rank_main.py inline     the inline limit JACCL_TORCH_INLINE_BYTES set
 
 Rank and size come from RANK / WORLD_SIZE (env://, as torchrun sets them),
 and no JACCL_* variable is needed. Prints "OK <mode>" at the end; any failed
@@ -424,6 +425,21 @@ def check_async_waits():
     assert torch.equal(g, torch.arange(5, dtype=torch.int64))
 
 
+def mode_inline():
+    # The inline limit's starting value comes from JACCL_TORCH_INLINE_BYTES
+    # (JT_EXPECT_INLINE: what the test set, or the default).
+    limit = int(os.environ["JT_EXPECT_INLINE"])
+    assert jaccl_torch.inline_bytes() == limit, jaccl_torch.inline_bytes()
+    n = 1 << 18  # 1 MiB of float32: the worker's by default
+    x = torch.full((n,), float(RANK))
+    w = dist.all_reduce(x, async_op=True)
+    if limit >= 4 * n:
+        # Run on this thread: complete before the call returned.
+        assert w.is_completed() and w.is_success()
+    w.wait()
+    assert torch.equal(x, torch.full((n,), SIZE * (SIZE - 1) / 2))
+
+
 def check_groups():
     # Two jaccl groups over the same ranks used at once.
     second = dist.new_group(backend="jaccl", timeout=TIMEOUT)
@@ -575,7 +591,7 @@ def main():
     assert dist.get_backend() == "jaccl"
     GLOO = dist.new_group(backend="gloo", timeout=TIMEOUT)
     {"ops": mode_ops, "ddp": mode_ddp, "train": mode_train,
-     "exit": mode_exit}[MODE]()
+     "exit": mode_exit, "inline": mode_inline}[MODE]()
     if MODE == "exit":
         return  # what is left is the atexit hook's
     # DDP modules sit in reference cycles and hold their process groups; a

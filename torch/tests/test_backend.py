@@ -147,3 +147,26 @@ def test_init_methods(ranks, tmp_path, method):
     assert codes == {0: 0, 1: 0}, job.report()
     for r in (0, 1):
         assert "joined" in job.out[r], job.report()
+
+
+# JACCL_TORCH_INLINE_BYTES sets where ops stop running on the calling
+# thread, for a program that is not changed: with it at 4 MiB an idle
+# group's 1 MiB async all_reduce is done when the call returns.
+@pytest.mark.integration
+@pytest.mark.parametrize("value", [None, "4194304"])
+def test_inline_bytes_from_environment(ranks, value):
+    extra = {"JT_EXPECT_INLINE": value or "65536"}
+    if value is not None:
+        extra["JACCL_TORCH_INLINE_BYTES"] = value
+    run_ok(ranks(2, "inline", extra), "inline")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("value", ["abc", "-5", "1M", "64 KiB"])
+def test_inline_bytes_malformed_fails_the_import(value):
+    env = rank_env({"JACCL_TORCH_INLINE_BYTES": value})
+    p = subprocess.run([sys.executable, "-c", "import jaccl_torch"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert (f"JACCL_TORCH_INLINE_BYTES='{value}' is not a whole number of "
+            "bytes") in p.stderr, p.stderr
