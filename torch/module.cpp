@@ -205,7 +205,9 @@ PYBIND11_MODULE(jaccl_torch, m) {
       "Ops of at most n bytes run on the calling thread when their group has "
       "nothing queued or running, and return a completed Work (default 64 "
       "KiB); larger ones run on the group's worker thread, so that an "
-      "async_op=True call returns at once. 0 sends every op to the worker. "
+      "async_op=True call returns at once, unless the two large ops before "
+      "it were waited for at once (synchronous calls). 0 sends every op to "
+      "the worker. "
       "JACCL_TORCH_INLINE_BYTES sets the starting value at import.");
   m.def(
       "inline_bytes",

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <set>
 #include <utility>
@@ -42,6 +43,30 @@ c10::intrusive_ptr<c10::ivalue::Future> JacclWork::getFuture() {
     settle(*future);
   }
   return future;
+}
+
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void JacclWork::watch(std::shared_ptr<WaitPattern> pattern, uint64_t seq) {
+  pattern_ = std::move(pattern);
+  seq_ = seq;
+}
+
+bool JacclWork::wait(std::chrono::milliseconds timeout) {
+  if (pattern_ && pattern_->latest.load() == seq_ &&
+      steady_ns() - pattern_->returned_ns.load() <=
+          std::chrono::nanoseconds(WaitPattern::kAtOnce).count()) {
+    pattern_->waited_at_once.store(true);
+  }
+  return c10d::Work::wait(timeout);
 }
 
 void JacclWork::complete(std::exception_ptr error) {
@@ -173,13 +198,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupJaccl::submit(
     c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
     size_t bytes, F&& run) {
   auto work = c10::make_intrusive<JacclWork>(rank_, type, std::move(outputs));
-  const bool small = bytes <= inline_bytes();
+  const size_t limit = inline_bytes();
+  const bool small = bytes <= limit;
+  WaitPattern& waits = *waits_;
+  // Stamped when the call returns: wait() measures from there.
+  struct Returned {
+    WaitPattern* p;
+    ~Returned() {
+      if (p)
+        p->returned_ns.store(steady_ns());
+    }
+  } returned{small ? nullptr : &waits};
   {
     std::unique_lock<std::mutex> lock(mu_);
     TORCH_CHECK(!stop_, "jaccl_torch: ", name,
                 ": the process group is shut down (destroyed, or the "
                 "interpreter is exiting)");
-    if (!small || busy_ || !queue_.empty()) {
+    bool eager = false;
+    if (!small) {
+      // The previous large op was waited for at once, or not (async_op,
+      // DDP's buckets, a wait after other work): the streak goes on or
+      // ends.
+      waits.streak = waits.latest.load() != 0 && waits.waited_at_once.load()
+                         ? waits.streak + 1
+                         : 0;
+      eager = limit != 0 && waits.streak >= kEagerStreak;  // 0: no op inline
+      waits.waited_at_once.store(false);
+      work->watch(waits_, waits.latest.fetch_add(1) + 1);
+    }
+    if ((!small && !eager) || busy_ || !queue_.empty()) {
       queue_.push_back(Task{work, name, std::forward<F>(run)});
       lock.unlock();
       cv_.notify_one();

@@ -5,8 +5,10 @@
 // Each process group owns one jaccl group and one worker thread; ops run in
 // the order they were issued. An op of at most inline_bytes() bytes issued
 // while nothing is queued or running runs on the calling thread and returns
-// a completed Work (a thread hand-off costs more than such an op); any other
-// op is queued for the worker and returns at once. wait() blocks, and
+// a completed Work (a thread hand-off costs more than such an op), as does
+// a larger one whose caller waited for the large ops before it at once
+// (WaitPattern: a synchronous call); any other op is queued for the worker
+// and returns at once. wait() blocks, and
 // getFuture() completes when the op ends (DDP chains its gradient division
 // on that future). Checks that need no peer (dtype, device, shapes, reduce
 // op) throw in the caller; a jaccl failure (peer lost, timeout, protocol)
@@ -35,18 +37,37 @@ namespace jaccl_torch {
 // The Work of one op, completed by whichever thread ran it (with an error,
 // or with the op's output tensors as the future's value). The future is
 // made only when asked for: most callers only wait().
+// How a group's caller waits for its ops above inline_bytes(): whether the
+// latest one was waited for at once (wait() within kAtOnce of the submit's
+// return, as a synchronous dist.all_reduce does), shared by the group and
+// that op's Work.
+struct WaitPattern {
+  static constexpr std::chrono::microseconds kAtOnce{100};
+  std::atomic<uint64_t> latest{0};      // the latest such op's number
+  std::atomic<int64_t> returned_ns{0};  // when its submit returned
+  std::atomic<bool> waited_at_once{false};
+  int streak = 0;  // such ops in a row waited for at once (group's mu_)
+};
+
 class JacclWork : public c10d::Work {
  public:
   JacclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // kNoTimeout (0): torch 1.13 declares it outside c10d.
+  bool wait(std::chrono::milliseconds timeout =
+                std::chrono::milliseconds(0)) override;
   void complete(std::exception_ptr error);
+  // This Work is large op number `seq` of the group whose pattern it is.
+  void watch(std::shared_ptr<WaitPattern> pattern, uint64_t seq);
 
  private:
   void settle(c10::ivalue::Future& future);
 
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // guarded by mutex_
+  std::shared_ptr<WaitPattern> pattern_;            // null: a small op
+  uint64_t seq_ = 0;
 };
 
 class ProcessGroupJaccl : public BackendBase {
@@ -91,10 +112,13 @@ class ProcessGroupJaccl : public BackendBase {
 
   // Ops of at most this many bytes run on the calling thread when nothing
   // is queued or running (0: every op goes through the worker). Process
-  // wide; jaccl_torch.set_inline_bytes() in Python.
+  // wide; jaccl_torch.set_inline_bytes() in Python. A larger op runs there
+  // too once kEagerStreak of them in a row were waited for at once
+  // (WaitPattern): its caller would block for it anyway.
   static size_t inline_bytes() { return inline_bytes_.load(); }
   static void set_inline_bytes(size_t n) { inline_bytes_.store(n); }
   static constexpr size_t kDefaultInlineBytes = size_t{64} << 10;
+  static constexpr int kEagerStreak = 2;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
@@ -176,6 +200,7 @@ class ProcessGroupJaccl : public BackendBase {
   std::deque<Task> queue_;
   bool busy_ = false;  // an op is running (worker or inline); guarded by mu_
   bool stop_ = false;
+  std::shared_ptr<WaitPattern> waits_ = std::make_shared<WaitPattern>();
   std::thread worker_;
   static inline std::atomic<size_t> inline_bytes_{kDefaultInlineBytes};
 };

@@ -372,6 +372,8 @@ def check_bitwise():
 
 def check_async():
     check_async_order()
+    if SIZE > 1:
+        check_eager()
     # Small ops run on the calling thread when the group is idle; with the
     # limit at 0 every op goes through the worker. Both keep the semantics.
     limit = jaccl_torch.inline_bytes()
@@ -380,12 +382,60 @@ def check_async():
         jaccl_torch.set_inline_bytes(0)
         assert jaccl_torch.inline_bytes() == 0
         check_async_waits()
+        if SIZE > 1:
+            # Not even after synchronous calls.
+            x = torch.ones(1024)
+            dist.all_reduce(x)
+            dist.all_reduce(x)
+            check_returns_before_peers(1024)
     finally:
         jaccl_torch.set_inline_bytes(limit)
     check_async_waits()
     # An idle group runs a small op before the call returns.
     w = dist.all_reduce(torch.ones(2), async_op=True)
     assert w.is_completed() and w.is_success()
+
+
+def check_eager():
+    # A caller that waits for each large op at once (a synchronous call)
+    # gets the next ones on its own thread after two in a row: done when
+    # the call returns. A wait within 100 us of the call counts, so a rank
+    # held up between the two (a loaded machine) tries again, in step with
+    # its peers (each round's verdict is agreed over gloo).
+    big = jaccl_torch.inline_bytes() // 4 * 4  # 4x the limit, in bytes
+    ok = torch.zeros(1)
+    for _ in range(20):
+        x = torch.full((big,), float(RANK))
+        dist.all_reduce(x)
+        dist.all_reduce(x)
+        w = dist.all_reduce(x, async_op=True)
+        ok[0] = 1.0 if w.is_completed() else 0.0
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=GLOO)
+        w.wait()  # after the gloo round: not at once
+        if ok[0] == 1.0:
+            break
+    assert ok[0] == 1.0, "synchronous large ops never ran inline"
+    want = (SIZE * (SIZE - 1) / 2) * SIZE ** 2
+    assert torch.equal(x, torch.full_like(x, want)), (x[:3], want)
+    # That op was not waited for at once (its wait came after the gloo
+    # round): the next goes to the worker.
+    check_returns_before_peers(big)
+
+
+def check_returns_before_peers(n):
+    # An async_op=True all_reduce of n floats that must go to the worker and
+    # return before the peers have joined it: rank 0 issues it before a
+    # gloo barrier its peers pass before theirs (run inline, it would wait
+    # for them until the op timeout).
+    y = torch.full((n,), float(RANK))
+    if RANK == 0:
+        w = dist.all_reduce(y, async_op=True)
+        dist.barrier(group=GLOO)
+    else:
+        dist.barrier(group=GLOO)
+        w = dist.all_reduce(y, async_op=True)
+    w.wait()
+    assert torch.equal(y, torch.full_like(y, SIZE * (SIZE - 1) / 2))
 
 
 def check_async_order():
