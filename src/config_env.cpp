@@ -48,12 +48,6 @@ bool parse_flag(std::string_view s) {
   return !(s.empty() || s == "0" || s == "false" || s == "no" || s == "off");
 }
 
-std::string describe(EnvVar v) {
-  const char* name = detail::env_source_name(v);
-  return std::string(name ? name : detail::env_info(v).name) + "='" +
-         detail::env_get(v) + "'";
-}
-
 }  // namespace
 
 // The shared-memory settings come from the environment for every Config,
@@ -62,7 +56,7 @@ Config::Config() {
   if (const char* v = detail::env_get(EnvVar::ShmBudget)) {
     auto mib = parse_int(v);
     if (!mib || *mib < 1 || static_cast<size_t>(*mib) > kMaxShmBudgetMib) {
-      shm_problems_.push_back(describe(EnvVar::ShmBudget) +
+      shm_problems_.push_back(detail::env_describe(EnvVar::ShmBudget) +
                               " is not a number of MiB in 1..1048576");
     } else {
       set_shm_budget(static_cast<size_t>(*mib));
@@ -71,7 +65,7 @@ Config::Config() {
   if (const char* v = detail::env_get(EnvVar::ShmStrategy)) {
     detail::ShmStrategy s{};
     if (!detail::parse_shm_strategy(v, &s)) {
-      shm_problems_.push_back(describe(EnvVar::ShmStrategy) +
+      shm_problems_.push_back(detail::env_describe(EnvVar::ShmStrategy) +
                               " is not one of " + kShmStrategies);
     } else {
       set_shm_strategy(v);
@@ -96,7 +90,7 @@ Config Config::from_env() {
     rank_from = v;
     auto r = parse_int(get(v));
     if (!r || *r < 0 || *r > INT32_MAX) {
-      cfg.record(describe(v) + " is not a non-negative integer");
+      cfg.record(detail::env_describe(v) + " is not a non-negative integer");
     } else {
       cfg.set_rank(static_cast<int>(*r));
     }
@@ -108,7 +102,7 @@ Config Config::from_env() {
     size_from_var = v;
     auto n = parse_int(get(v));
     if (!n || *n < 1 || *n > INT32_MAX) {
-      cfg.record(describe(v) + " is not a positive integer");
+      cfg.record(detail::env_describe(v) + " is not a positive integer");
     } else {
       cfg.set_size(static_cast<int>(*n));
     }
@@ -119,7 +113,8 @@ Config Config::from_env() {
     cfg.set_devices_from_file(get(EnvVar::IbvDevices));
     // Name the variable and its value (the path), whichever problem it was.
     for (size_t i = before; i < cfg.problems_.size(); ++i) {
-      cfg.problems_[i] = describe(EnvVar::IbvDevices) + ": " + cfg.problems_[i];
+      cfg.problems_[i] =
+          detail::env_describe(EnvVar::IbvDevices) + ": " + cfg.problems_[i];
     }
   }
   if (get(EnvVar::Coordinator)) {
@@ -136,10 +131,11 @@ Config Config::from_env() {
   if (cfg.rank_ >= 0 && cfg.size_ >= 1 && cfg.rank_ >= cfg.size_) {
     std::string size_from =
         !cfg.devices_.empty()
-            ? "the device matrix of " + describe(EnvVar::IbvDevices)
-            : describe(size_from_var);
-    cfg.record(describe(rank_from) + " is out of range for group size " +
-               std::to_string(cfg.size_) + " (from " + size_from + ")");
+            ? "the device matrix of " + detail::env_describe(EnvVar::IbvDevices)
+            : detail::env_describe(size_from_var);
+    cfg.record(detail::env_describe(rank_from) +
+               " is out of range for group size " + std::to_string(cfg.size_) +
+               " (from " + size_from + ")");
   }
   if (get(EnvVar::SideChannel)) {
     cfg.set_side_channel(get(EnvVar::SideChannel));
@@ -173,7 +169,8 @@ Config Config::from_env() {
   if (get(EnvVar::Join)) {
     auto g = parse_int(get(EnvVar::Join));
     if (!g || *g < 1 || *g > INT32_MAX) {
-      cfg.record(describe(EnvVar::Join) + " is not a generation >= 1");
+      cfg.record(detail::env_describe(EnvVar::Join) +
+                 " is not a generation >= 1");
     } else {
       cfg.set_join(static_cast<int>(*g));
     }
@@ -186,9 +183,9 @@ Config Config::from_env() {
       return;
     auto s = parse_seconds(get(v));
     if (!s || (!allow_zero && *s == 0)) {
-      cfg.record(describe(v) + (allow_zero
-                                    ? " is not a number of seconds >= 0"
-                                    : " is not a number of seconds > 0"));
+      cfg.record(detail::env_describe(v) +
+                 (allow_zero ? " is not a number of seconds >= 0"
+                             : " is not a number of seconds > 0"));
       return;
     }
     (cfg.*setter)(seconds_to_ms(*s));
@@ -205,7 +202,8 @@ Config Config::from_env() {
   if (get(EnvVar::Wires)) {
     auto v = parse_int(get(EnvVar::Wires));
     if (!v || *v < 1 || *v > 64) {
-      cfg.record(describe(EnvVar::Wires) + " is not an integer in 1..64");
+      cfg.record(detail::env_describe(EnvVar::Wires) +
+                 " is not an integer in 1..64");
     } else {
       cfg.set_wires(static_cast<int>(*v));
     }
@@ -213,7 +211,8 @@ Config Config::from_env() {
   if (get(EnvVar::Transport)) {
     std::string t = get(EnvVar::Transport);
     if (t != "auto" && t != "tcp" && t != "shm" && t != "ofi") {
-      cfg.record(describe(EnvVar::Transport) + " is not auto, tcp, shm or ofi");
+      cfg.record(detail::env_describe(EnvVar::Transport) +
+                 " is not auto, tcp, shm or ofi");
     } else {
       cfg.set_transport(t);
     }
@@ -224,7 +223,8 @@ Config Config::from_env() {
   if (get(EnvVar::OfiForceRegister)) {
     const std::string v = get(EnvVar::OfiForceRegister);
     if (v != "0" && v != "1") {
-      cfg.record(describe(EnvVar::OfiForceRegister) + " is not 0 or 1");
+      cfg.record(detail::env_describe(EnvVar::OfiForceRegister) +
+                 " is not 0 or 1");
     } else {
       cfg.set_ofi_force_register(v == "1");
     }

@@ -63,9 +63,8 @@ void read_inline_bytes() {
   const auto n = jaccl::detail::parse_int(v);
   if (!n || *n < 0) {
     throw std::invalid_argument(
-        std::string("[jaccl] ") +
-        jaccl::detail::env_info(EnvVar::TorchInlineBytes).name + "='" + v +
-        "' is not a whole number of bytes >= 0 (e.g. 1048576)");
+        "[jaccl] " + jaccl::detail::env_describe(EnvVar::TorchInlineBytes) +
+        " is not a whole number of bytes >= 0 (e.g. 1048576)");
   }
   jaccl_torch::ProcessGroupJaccl::set_inline_bytes(static_cast<size_t>(*n));
 }

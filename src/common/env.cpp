@@ -118,4 +118,11 @@ const char* env_get(EnvVar v) {
   return name == nullptr ? nullptr : std::getenv(name);
 }
 
+std::string env_describe(EnvVar v) {
+  const char* name = env_source_name(v);
+  const char* value = env_get(v);
+  return std::string(name ? name : env_info(v).name) + "='" +
+         (value ? value : "") + "'";
+}
+
 }  // namespace jaccl::detail

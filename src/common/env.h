@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 
 namespace jaccl::detail {
 
@@ -59,5 +60,9 @@ const char* env_get(EnvVar v);
 
 // Which spelling supplied the value (for error messages), nullptr if unset.
 const char* env_source_name(EnvVar v);
+
+// NAME='value' as the environment gave it (the spelling that supplied it),
+// for the error that says the value is wrong. Only for a set variable.
+std::string env_describe(EnvVar v);
 
 }  // namespace jaccl::detail
