@@ -59,6 +59,26 @@ std::string unusable(int fd, SockAddr* own, int* err) {
   return "";
 }
 
+// Binds the coordinator's address. A port in use says whose it is and
+// what to do: it came from JACCL_COORDINATOR (or a launcher that chose it
+// on another host, as jaccl-run --hosts does), not from this program.
+Fd bind_coordinator(const SockAddr& addr, int backlog,
+                    const std::function<void(int)>& options) {
+  try {
+    return listen_tcp(addr, backlog, 0, options);
+  } catch (const Error& e) {
+    if (e.sys_errno() != EADDRINUSE) {
+      throw;
+    }
+    std::rethrow_exception(with_context(
+        e, "the coordinator's port " + std::to_string(port_of(addr)) +
+               " is taken on this host (another job's rank 0, or a process "
+               "that still holds it); choose a free one in "
+               "JACCL_COORDINATOR (jaccl-run: --coordinator HOST:PORT, or "
+               "run again for a new one): "));
+  }
+}
+
 }  // namespace
 
 Fd coordinator_listener(const SockAddr& addr, int backlog,
@@ -67,7 +87,7 @@ Fd coordinator_listener(const SockAddr& addr, int backlog,
   const char* text = env_get(EnvVar::CoordinatorFd);
   *inherited = text != nullptr;
   if (text == nullptr) {
-    return listen_tcp(addr, backlog, 0, options);
+    return bind_coordinator(addr, backlog, options);
   }
   const std::string var = std::string("JACCL_COORDINATOR_FD=") + text;
   char* end = nullptr;
@@ -95,7 +115,7 @@ Fd coordinator_listener(const SockAddr& addr, int backlog,
                         << "): binding " << addr.str() << " instead");
     *inherited = false;
     try {
-      return listen_tcp(addr, backlog, 0, options);
+      return bind_coordinator(addr, backlog, options);
     } catch (const Error& e) {
       std::rethrow_exception(
           with_context(e, var + " named no socket listening there (" + why +
