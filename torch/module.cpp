@@ -49,8 +49,6 @@ void register_exceptions(py::module_& m) {
   });
 }
 
-// init_process_group's creator: (store, rank, world_size, timeout). The
-// bootstrap blocks on the other ranks, so the GIL is released meanwhile.
 // JACCL_TORCH_INLINE_BYTES, once at import: the inline limit's starting
 // value, so that a program is tuned without a change to it. Throws (the
 // import fails) on anything but a whole number of bytes.
@@ -69,6 +67,8 @@ void read_inline_bytes() {
   jaccl_torch::ProcessGroupJaccl::set_inline_bytes(static_cast<size_t>(*n));
 }
 
+// init_process_group's creator: (store, rank, world_size, timeout). The
+// bootstrap blocks on the other ranks, so the GIL is released meanwhile.
 c10::intrusive_ptr<c10d::ProcessGroup> create_process_group(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     std::chrono::milliseconds timeout) {

@@ -34,9 +34,6 @@
 
 namespace jaccl_torch {
 
-// The Work of one op, completed by whichever thread ran it (with an error,
-// or with the op's output tensors as the future's value). The future is
-// made only when asked for: most callers only wait().
 // How a group's caller waits for its ops above inline_bytes(): whether the
 // latest one was waited for at once (wait() within kAtOnce of the submit's
 // return, as a synchronous dist.all_reduce does), shared by the group and
@@ -49,6 +46,9 @@ struct WaitPattern {
   int streak = 0;  // such ops in a row waited for at once (group's mu_)
 };
 
+// The Work of one op, completed by whichever thread ran it (with an error,
+// or with the op's output tensors as the future's value). The future is
+// made only when asked for: most callers only wait().
 class JacclWork : public c10d::Work {
  public:
   JacclWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
