@@ -341,6 +341,7 @@ Env rank_env(int rank, int size, const TempDir& dir, const Env& extra = {}) {
   e["JACCL_LOG"] = "info";
   e["SHM_PAUSE_AT"] = kUnsetEnv;
   e["SHM_RESUME_FILE"] = kUnsetEnv;
+  e["SHM_NOT_DUMPABLE"] = kUnsetEnv;
   e["TEST_SIDE_DIR"] = dir / "side";
   for (const auto& [k, v] : extra)
     e[k] = v;
@@ -438,8 +439,11 @@ TEST(ShmJob, MemfdHasNoNameAnywhereWhileRunning) {
 TEST(ShmJob, MoreThanSixtyFourMembersCollectTheSegmentAtOnce) {
   TempDir dir;
   const int n = 80;
-  Job job = Job::start(worker(), {}, n,
-                       [&](int r) { return rank_env(r, n, dir, {}); });
+  // A creator whose descriptors /proc does not open: every member comes
+  // to the socket.
+  Job job = Job::start(worker(), {}, n, [&](int r) {
+    return rank_env(r, n, dir, {{"SHM_NOT_DUMPABLE", "1"}});
+  });
   auto rs = job.wait(120s);
   for (int r = 0; r < n; ++r) {
     EXPECT_TRUE(rs[r].exited_ok()) << "rank " << r << ": " << rs[r].output;
@@ -451,7 +455,8 @@ TEST(ShmJob, MoreThanSixtyFourMembersCollectTheSegmentAtOnce) {
 }
 
 // SHM_PAUSE_AT=n stops the creator before its n-th side-channel call of the
-// set-up; the members are then blocked inside that same call.
+// set-up; the members are then blocked inside that same call. With a
+// creator whose memfd cannot be opened through /proc (SHM_NOT_DUMPABLE):
 //   0: socket bound, nonce not yet published
 //   1: members connected (queued), nothing created
 //   2: memfd created and initialised, not yet handed over
@@ -463,7 +468,9 @@ TEST_P(KillAll, LeavesNothingBehind) {
   TempDir dir;
   const int n = 3;
   Job job = Job::start(worker(), {}, n, [&](int r) {
-    return rank_env(r, n, dir, {{"SHM_PAUSE_AT", std::to_string(at)}});
+    return rank_env(
+        r, n, dir,
+        {{"SHM_PAUSE_AT", std::to_string(at)}, {"SHM_NOT_DUMPABLE", "1"}});
   });
   ASSERT_TRUE(job.wait_for_output(0, "PAUSED " + std::to_string(at), 60s))
       << all_output(job);
@@ -502,13 +509,109 @@ TEST_P(KillAll, LeavesNothingBehind) {
 
 INSTANTIATE_TEST_SUITE_P(Moments, KillAll, ::testing::Values(0, 1, 2, 3));
 
+// The same with the default, a creator whose memfd the members open
+// through /proc (one kernel, IPC, network and pid namespace):
+//   0: socket bound, memfd made and held by the creator, not yet published
+//   1: every member opened and mapped it through /proc (no hand-over: with
+//      the socket, nothing is mapped at this moment); the creator still
+//      holds it and listens
+// and the second gather ends the set-up (moment 2 is the job's first call
+// after it, not a set-up's).
+class KillAllThroughProc : public ::testing::TestWithParam<int> {};
+
+TEST_P(KillAllThroughProc, LeavesNothingBehind) {
+  const int at = GetParam();
+  TempDir dir;
+  const int n = 3;
+  Job job = Job::start(worker(), {}, n, [&](int r) {
+    return rank_env(r, n, dir, {{"SHM_PAUSE_AT", std::to_string(at)}});
+  });
+  ASSERT_TRUE(job.wait_for_output(0, "PAUSED " + std::to_string(at), 60s))
+      << all_output(job);
+  const std::string name = handoff_name(job);
+  ASSERT_FALSE(name.empty()) << all_output(job);
+  std::vector<std::string> now;
+  auto has = [&](const std::string& t) {
+    return std::find(now.begin(), now.end(), t) != now.end();
+  };
+  for (int i = 0; i < 200; ++i) {
+    now = traces_of(name);
+    bool all_mapped = true;
+    for (int r = 1; r < n; ++r)
+      all_mapped =
+          all_mapped && has("mapped by pid " + std::to_string(job.pid(r)));
+    if (at != 1 || all_mapped)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  const std::string creator = std::to_string(job.pid(0));
+  EXPECT_TRUE(has("socket @" + name)) << join(now);
+  EXPECT_TRUE(has("held by pid " + creator)) << join(now);
+  EXPECT_TRUE(has("mapped by pid " + creator)) << join(now);
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(has("mapped by pid " + std::to_string(job.pid(r))), at == 1)
+        << join(now);
+  }
+  for (int r = 0; r < n; ++r)
+    job.kill(r, SIGKILL);
+  auto rs = job.wait(30s);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(rs[r].term_signal, SIGKILL) << all_output(job);
+  EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
+}
+
+INSTANTIATE_TEST_SUITE_P(Moments, KillAllThroughProc, ::testing::Values(0, 1));
+
+// A member in a pid namespace of its own cannot name the creator's process
+// in /proc: the others open the memfd there, the socket serves it alone.
+TEST(ShmJob, MemberInAnotherPidNamespaceIsServedByTheSocket) {
+  if (std::system("unshare --pid --fork true >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "cannot make a pid namespace here (unshare --pid)";
+  TempDir dir;
+  const int n = 3;
+  Job job = Job::start(
+      "/bin/sh", {"-c", "exec $WRAP '" + worker() + "'"}, n, [&](int r) {
+        return rank_env(r, n, dir,
+                        {{"WRAP", r == 2 ? "unshare --pid --fork" : ""},
+                         {"JACCL_LOG", "debug"},
+                         {"TEST_RELEASE_FILE", dir / "go"}});
+      });
+  for (int r = 0; r < n; ++r)
+    ASSERT_TRUE(job.wait_for_output(r, "HOLDING", 60s)) << all_output(job);
+  const std::string name = handoff_name(job);
+  ASSERT_FALSE(name.empty()) << all_output(job);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(line_of(job.output(r), "SEGMENT "),
+              "SEGMENT /memfd:" + name + " (deleted)")
+        << all_output(job);
+  }
+  const std::string via_socket = "through /proc; the socket hands it over";
+  EXPECT_EQ(job.output(1).find(via_socket), std::string::npos)
+      << all_output(job);
+  EXPECT_NE(
+      job.output(2).find("rank 2: cannot open @" + name + " " + via_socket),
+      std::string::npos)
+      << all_output(job);
+  // Set-up is over: the socket is gone, no file exists, only the ranks map it.
+  for (const auto& t : traces_of(name)) {
+    EXPECT_EQ(t.rfind("mapped by pid ", 0), 0u) << t;
+  }
+  std::ofstream(dir / "go") << "go";
+  auto rs = job.wait(60s);
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(rs[r].exited_ok()) << all_output(job);
+  EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
+}
+
 TEST(ShmJob, StraysAtTheSocketDoNotDisturbSetUp) {
   TempDir dir;
   const int n = 3;
   // The creator waits with the members queued on its socket (moment 1).
   Job job = Job::start(worker(), {}, n, [&](int r) {
     return rank_env(r, n, dir,
-                    {{"SHM_PAUSE_AT", "1"}, {"SHM_RESUME_FILE", dir / "go"}});
+                    {{"SHM_PAUSE_AT", "1"},
+                     {"SHM_RESUME_FILE", dir / "go"},
+                     {"SHM_NOT_DUMPABLE", "1"}});
   });
   ASSERT_TRUE(job.wait_for_output(0, "PAUSED 1", 60s)) << all_output(job);
   const std::string name = handoff_name(job);

@@ -16,8 +16,11 @@
 // On a jaccl error: "ERROR <kind> | <what>", exit 3.
 //
 // Environment: JACCL_* (Config::from_env); TEST_SIDE_DIR the shared
-// directory of the all-gather.
+// directory of the all-gather; SHM_NOT_DUMPABLE=1: the process makes itself
+// not dumpable first (prctl), so its descriptors cannot be opened through
+// /proc (a creator then hands the memfd over through its socket only).
 #include <dirent.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -109,6 +112,12 @@ std::string segment_line() {
 }  // namespace
 
 int main() {
+  if (const char* nd = std::getenv("SHM_NOT_DUMPABLE");
+      nd != nullptr && std::string(nd) == "1" &&
+      ::prctl(PR_SET_DUMPABLE, 0) != 0) {
+    std::cerr << "prctl(PR_SET_DUMPABLE, 0) failed\n";
+    return 2;
+  }
   try {
     jaccl::Config cfg = jaccl::Config::from_env();
     const char* side = std::getenv("TEST_SIDE_DIR");
