@@ -273,8 +273,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
 }
 
-void SideChannel::all_gather(const void* src, void* dst, size_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+char* SideChannel::call_frames(const void* src, char* out, size_t n) {
   const size_t P = static_cast<size_t>(size_);
   if (n > (size_t(1) << 40) / P) {
     raise(ErrorKind::Usage,
@@ -284,27 +283,35 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
   }
   Header mine{kFrameMagic, kFrameVersion, 1,        0, seq_, n, rank_,
               size_,       fingerprint_,  instance_};
-
   const size_t frame_size = frame_bytes(size_);
-  const size_t inline_max = inline_bytes();
-  char* out = static_cast<char*>(dst);
   const char* in = static_cast<const char*>(src);
-  const bool src_in_dst = n > 0 && in < out + P * n && out < in + n;
+  const bool src_in_dst =
+      out != nullptr && n > 0 && in < out + P * n && out < in + n;
   // A payload of at least a frame per rank goes straight into the caller's
   // output (below), which then also holds the frames until the payloads
   // overwrite them: at 4096 ranks that is 256 KiB of fresh memory (64 page
   // faults) less per rank and call. Not when the input lies inside it.
   std::vector<char> frame(frame_size, 0);
-  char* frames =
-      n >= frame_size && !src_in_dst ? out : gathered(frame_size * P);
+  char* frames = out != nullptr && n >= frame_size && !src_in_dst
+                     ? out
+                     : gathered(frame_size * P);
   std::memcpy(frame.data(), &mine, sizeof(mine));
-  if (n <= inline_max && n > 0) {
+  if (n <= inline_bytes() && n > 0) {
     std::memcpy(frame.data() + kHeaderBytes, src, n);
   }
   raw_call(frame.data(), frames, frame_size);
   check_frames(frames, frame_size, n);
+  return frames;
+}
 
-  if (n <= inline_max) {
+void SideChannel::all_gather(const void* src, void* dst, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t P = static_cast<size_t>(size_);
+  const size_t frame_size = frame_bytes(size_);
+  char* out = static_cast<char*>(dst);
+  const char* in = static_cast<const char*>(src);
+  const char* frames = call_frames(src, out, n);
+  if (n <= inline_bytes()) {
     for (size_t r = 0; r < P && n > 0; ++r) {
       std::memcpy(out + r * n, frames + r * frame_size + kHeaderBytes, n);
     }
@@ -315,7 +322,7 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
   // straight into the caller's output, with no header of their own (one
   // more frame per rank would be as much fresh memory again).
   std::vector<char> copy;
-  if (src_in_dst) {  // keep it whole
+  if (in < out + P * n && out < in + n) {  // keep it whole
     copy.assign(in, in + n);
     in = copy.data();
   }
@@ -337,6 +344,16 @@ std::vector<char> SideChannel::all_gather(const void* src, size_t n) {
 }
 
 std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
+  std::vector<std::string> out(static_cast<size_t>(size_));
+  all_gather_bytes(mine, [&](int r, std::string_view b) {
+    out[static_cast<size_t>(r)].assign(b);
+  });
+  return out;
+}
+
+void SideChannel::all_gather_bytes(
+    std::string_view mine,
+    const std::function<void(int, std::string_view)>& each) {
   // Contributions are set-up metadata (cards): a length past this is a
   // corrupt or hostile slot, refused before anything is allocated for it.
   constexpr uint64_t kMaxPart = uint64_t(16) << 20;
@@ -350,19 +367,25 @@ std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
   // The first call carries each length and the first `head` bytes (what
   // the frame holds inline after the length), so contributions that fit
   // (most cards) take one call; the rest of the longer ones follows in a
-  // second, padded to the longest remainder.
+  // second, padded to the longest remainder. The first call's slots are
+  // read where the frames arrived (no copy: the frames are the channel's
+  // own buffer, already in memory).
   const size_t slot = inline_bytes();
   const size_t head = slot - sizeof(uint64_t);
+  const size_t stride = frame_bytes(size_);
   std::vector<char> first(slot, 0);
   const uint64_t len = mine.size();
   std::memcpy(first.data(), &len, sizeof(len));
   std::memcpy(first.data() + sizeof(len), mine.data(),
               std::min<size_t>(mine.size(), head));
-  const auto gathered_firsts = all_gather(first.data(), slot);
+  std::unique_lock<std::mutex> lock(mu_);
+  const char* frames = call_frames(first.data(), nullptr, slot);
+  ++seq_;
+  auto slot_of = [&](size_t r) { return frames + r * stride + kHeaderBytes; };
   const size_t P = static_cast<size_t>(size_);
   std::vector<uint64_t> lens(P);
   for (size_t r = 0; r < P; ++r) {
-    std::memcpy(&lens[r], gathered_firsts.data() + r * slot, sizeof(uint64_t));
+    std::memcpy(&lens[r], slot_of(r), sizeof(uint64_t));
   }
   std::vector<int> oversized;
   for (size_t r = 0; r < P; ++r) {
@@ -389,14 +412,20 @@ std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
           {.rank = rank_});
   }
   const uint64_t longest = *std::max_element(lens.begin(), lens.end());
-  std::vector<std::string> out(P);
-  for (size_t r = 0; r < P; ++r) {
-    out[r].assign(gathered_firsts.data() + r * slot + sizeof(uint64_t),
-                  std::min<size_t>(static_cast<size_t>(lens[r]), head));
-  }
   if (longest <= head) {
-    return out;
+    // Under the lock: another thread's call would overwrite the frames.
+    for (size_t r = 0; r < P; ++r) {
+      each(static_cast<int>(r), std::string_view(slot_of(r) + sizeof(uint64_t),
+                                                 static_cast<size_t>(lens[r])));
+    }
+    return;
   }
+  std::vector<std::string> heads(P);
+  for (size_t r = 0; r < P; ++r) {
+    heads[r].assign(slot_of(r) + sizeof(uint64_t),
+                    std::min<size_t>(static_cast<size_t>(lens[r]), head));
+  }
+  lock.unlock();
   const size_t rest = static_cast<size_t>(longest) - head;
   std::vector<char> padded(rest, 0);
   if (mine.size() > head) {
@@ -405,10 +434,11 @@ std::vector<std::string> SideChannel::all_gather_bytes(std::string_view mine) {
   auto all = all_gather(padded.data(), rest);
   for (size_t r = 0; r < P; ++r) {
     if (lens[r] > head) {
-      out[r].append(all.data() + r * rest, static_cast<size_t>(lens[r]) - head);
+      heads[r].append(all.data() + r * rest,
+                      static_cast<size_t>(lens[r]) - head);
     }
+    each(static_cast<int>(r), heads[r]);
   }
-  return out;
 }
 
 void SideChannel::barrier() {

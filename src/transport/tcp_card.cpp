@@ -231,20 +231,19 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
 }
 
 std::vector<TcpCard> exchange_cards(SideChannel& sc, const TcpCard& mine) {
-  auto raw = sc.all_gather_bytes(encode_card(mine));
   std::vector<TcpCard> cards;
-  cards.reserve(raw.size());
-  for (size_t r = 0; r < raw.size(); ++r) {
-    cards.push_back(decode_card(raw[r], static_cast<int>(r), sc.rank()));
+  cards.reserve(static_cast<size_t>(sc.size()));
+  // Decoded where the bytes arrived: no string per rank in between.
+  sc.all_gather_bytes(encode_card(mine), [&](int r, std::string_view raw) {
+    cards.push_back(decode_card(raw, r, sc.rank()));
     if (cards.back().wires != mine.wires) {
       raise(ErrorKind::Config,
-            rank_ref(static_cast<int>(r)) + " uses " +
-                std::to_string(cards.back().wires) +
+            rank_ref(r) + " uses " + std::to_string(cards.back().wires) +
                 " wires per peer (JACCL_WIRES) but this rank uses " +
                 std::to_string(mine.wires),
-            {.rank = sc.rank(), .peer = static_cast<int>(r)});
+            {.rank = sc.rank(), .peer = r});
     }
-  }
+  });
   return cards;
 }
 
