@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -408,12 +409,11 @@ std::string handoff_name(const Job& job) {
   return l.empty() ? "" : l.substr(std::string("HANDOFF @").size());
 }
 
-TEST(ShmJob, MemfdHasNoNameAnywhereWhileRunning) {
-  TempDir dir;
-  const int n = 3;
-  Job job = Job::start(worker(), {}, n, [&](int r) {
-    return rank_env(r, n, dir, {{"TEST_RELEASE_FILE", dir / "go"}});
-  });
+// A job whose ranks hold their group (TEST_RELEASE_FILE = dir/go): every
+// rank maps the memfd of one name, check(name) runs, nothing but the
+// ranks' mappings holds it, and nothing is left once they exit.
+void expect_memfd_only(Job& job, int n, const TempDir& dir,
+                       const std::function<void(const std::string&)>& check) {
   for (int r = 0; r < n; ++r)
     ASSERT_TRUE(job.wait_for_output(r, "HOLDING", 60s)) << all_output(job);
   const std::string name = handoff_name(job);
@@ -423,6 +423,7 @@ TEST(ShmJob, MemfdHasNoNameAnywhereWhileRunning) {
               "SEGMENT /memfd:" + name + " (deleted)")
         << all_output(job);
   }
+  check(name);
   // Set-up is over: the socket is gone, no file exists, only the ranks map it.
   for (const auto& t : traces_of(name)) {
     EXPECT_EQ(t.rfind("mapped by pid ", 0), 0u) << t;
@@ -432,6 +433,15 @@ TEST(ShmJob, MemfdHasNoNameAnywhereWhileRunning) {
   for (int r = 0; r < n; ++r)
     EXPECT_TRUE(rs[r].exited_ok()) << all_output(job);
   EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
+}
+
+TEST(ShmJob, MemfdHasNoNameAnywhereWhileRunning) {
+  TempDir dir;
+  const int n = 3;
+  Job job = Job::start(worker(), {}, n, [&](int r) {
+    return rank_env(r, n, dir, {{"TEST_RELEASE_FILE", dir / "go"}});
+  });
+  expect_memfd_only(job, n, dir, [](const std::string&) {});
 }
 
 // More members than the hand-off's allowance for strays connect in one
@@ -454,6 +464,57 @@ TEST(ShmJob, MoreThanSixtyFourMembersCollectTheSegmentAtOnce) {
   }
 }
 
+// What holds a set-up's segment at one moment (traces_of).
+struct Moment {
+  const Job& job;
+  std::string name;
+  std::vector<std::string> now;
+  bool has(const std::string& t) const {
+    return std::find(now.begin(), now.end(), t) != now.end();
+  }
+  bool mapped_by(int r) const {
+    return has("mapped by pid " + std::to_string(job.pid(r)));
+  }
+  bool held_by(int r) const {
+    return has("held by pid " + std::to_string(job.pid(r)));
+  }
+  bool socket() const { return has("socket @" + name); }
+};
+
+// Three ranks whose creator stops before its set-up call `at`
+// (SHM_PAUSE_AT); check(moment) once every member has mapped the segment
+// if members_map (they map it just after the creator sent it), then every
+// rank is SIGKILLed and nothing may be left behind.
+void kill_all_at(int at, const Env& extra, bool members_map,
+                 const std::function<void(const Moment&)>& check) {
+  TempDir dir;
+  const int n = 3;
+  Env env = extra;
+  env["SHM_PAUSE_AT"] = std::to_string(at);
+  Job job = Job::start(worker(), {}, n,
+                       [&](int r) { return rank_env(r, n, dir, env); });
+  ASSERT_TRUE(job.wait_for_output(0, "PAUSED " + std::to_string(at), 60s))
+      << all_output(job);
+  Moment m{job, handoff_name(job), {}};
+  ASSERT_FALSE(m.name.empty()) << all_output(job);
+  for (int i = 0; i < 200; ++i) {
+    m.now = traces_of(m.name);
+    bool all_mapped = true;
+    for (int r = 1; r < n; ++r)
+      all_mapped = all_mapped && m.mapped_by(r);
+    if (!members_map || all_mapped)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  check(m);
+  for (int r = 0; r < n; ++r)
+    job.kill(r, SIGKILL);
+  auto rs = job.wait(30s);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(rs[r].term_signal, SIGKILL) << all_output(job);
+  EXPECT_TRUE(traces_of(m.name).empty()) << join(traces_of(m.name));
+}
+
 // SHM_PAUSE_AT=n stops the creator before its n-th side-channel call of the
 // set-up; the members are then blocked inside that same call. With a
 // creator whose memfd cannot be opened through /proc (SHM_NOT_DUMPABLE):
@@ -465,46 +526,12 @@ class KillAll : public ::testing::TestWithParam<int> {};
 
 TEST_P(KillAll, LeavesNothingBehind) {
   const int at = GetParam();
-  TempDir dir;
-  const int n = 3;
-  Job job = Job::start(worker(), {}, n, [&](int r) {
-    return rank_env(
-        r, n, dir,
-        {{"SHM_PAUSE_AT", std::to_string(at)}, {"SHM_NOT_DUMPABLE", "1"}});
+  kill_all_at(at, {{"SHM_NOT_DUMPABLE", "1"}}, at == 3, [&](const Moment& m) {
+    EXPECT_EQ(m.socket(), at <= 2) << join(m.now);
+    EXPECT_EQ(m.held_by(0), at == 2) << join(m.now);
+    for (int r = 1; r < 3; ++r)
+      EXPECT_EQ(m.mapped_by(r), at == 3) << join(m.now);
   });
-  ASSERT_TRUE(job.wait_for_output(0, "PAUSED " + std::to_string(at), 60s))
-      << all_output(job);
-  const std::string name = handoff_name(job);
-  ASSERT_FALSE(name.empty()) << all_output(job);
-  // The moment is the one claimed (members map it just after the creator
-  // sent it, so wait for that).
-  std::vector<std::string> now;
-  auto has = [&](const std::string& t) {
-    return std::find(now.begin(), now.end(), t) != now.end();
-  };
-  for (int i = 0; i < 200; ++i) {
-    now = traces_of(name);
-    bool all_mapped = true;
-    for (int r = 1; r < n; ++r)
-      all_mapped =
-          all_mapped && has("mapped by pid " + std::to_string(job.pid(r)));
-    if (at != 3 || all_mapped)
-      break;
-    std::this_thread::sleep_for(50ms);
-  }
-  const std::string creator = std::to_string(job.pid(0));
-  EXPECT_EQ(has("socket @" + name), at <= 2) << join(now);
-  EXPECT_EQ(has("held by pid " + creator), at == 2) << join(now);
-  for (int r = 1; r < n; ++r) {
-    EXPECT_EQ(has("mapped by pid " + std::to_string(job.pid(r))), at == 3)
-        << join(now);
-  }
-  for (int r = 0; r < n; ++r)
-    job.kill(r, SIGKILL);
-  auto rs = job.wait(30s);
-  for (int r = 0; r < n; ++r)
-    EXPECT_EQ(rs[r].term_signal, SIGKILL) << all_output(job);
-  EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
 }
 
 INSTANTIATE_TEST_SUITE_P(Moments, KillAll, ::testing::Values(0, 1, 2, 3));
@@ -521,43 +548,13 @@ class KillAllThroughProc : public ::testing::TestWithParam<int> {};
 
 TEST_P(KillAllThroughProc, LeavesNothingBehind) {
   const int at = GetParam();
-  TempDir dir;
-  const int n = 3;
-  Job job = Job::start(worker(), {}, n, [&](int r) {
-    return rank_env(r, n, dir, {{"SHM_PAUSE_AT", std::to_string(at)}});
+  kill_all_at(at, {}, at == 1, [&](const Moment& m) {
+    EXPECT_TRUE(m.socket()) << join(m.now);
+    EXPECT_TRUE(m.held_by(0)) << join(m.now);
+    EXPECT_TRUE(m.mapped_by(0)) << join(m.now);
+    for (int r = 1; r < 3; ++r)
+      EXPECT_EQ(m.mapped_by(r), at == 1) << join(m.now);
   });
-  ASSERT_TRUE(job.wait_for_output(0, "PAUSED " + std::to_string(at), 60s))
-      << all_output(job);
-  const std::string name = handoff_name(job);
-  ASSERT_FALSE(name.empty()) << all_output(job);
-  std::vector<std::string> now;
-  auto has = [&](const std::string& t) {
-    return std::find(now.begin(), now.end(), t) != now.end();
-  };
-  for (int i = 0; i < 200; ++i) {
-    now = traces_of(name);
-    bool all_mapped = true;
-    for (int r = 1; r < n; ++r)
-      all_mapped =
-          all_mapped && has("mapped by pid " + std::to_string(job.pid(r)));
-    if (at != 1 || all_mapped)
-      break;
-    std::this_thread::sleep_for(50ms);
-  }
-  const std::string creator = std::to_string(job.pid(0));
-  EXPECT_TRUE(has("socket @" + name)) << join(now);
-  EXPECT_TRUE(has("held by pid " + creator)) << join(now);
-  EXPECT_TRUE(has("mapped by pid " + creator)) << join(now);
-  for (int r = 1; r < n; ++r) {
-    EXPECT_EQ(has("mapped by pid " + std::to_string(job.pid(r))), at == 1)
-        << join(now);
-  }
-  for (int r = 0; r < n; ++r)
-    job.kill(r, SIGKILL);
-  auto rs = job.wait(30s);
-  for (int r = 0; r < n; ++r)
-    EXPECT_EQ(rs[r].term_signal, SIGKILL) << all_output(job);
-  EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
 }
 
 INSTANTIATE_TEST_SUITE_P(Moments, KillAllThroughProc, ::testing::Values(0, 1));
@@ -576,31 +573,15 @@ TEST(ShmJob, MemberInAnotherPidNamespaceIsServedByTheSocket) {
                          {"JACCL_LOG", "debug"},
                          {"TEST_RELEASE_FILE", dir / "go"}});
       });
-  for (int r = 0; r < n; ++r)
-    ASSERT_TRUE(job.wait_for_output(r, "HOLDING", 60s)) << all_output(job);
-  const std::string name = handoff_name(job);
-  ASSERT_FALSE(name.empty()) << all_output(job);
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(line_of(job.output(r), "SEGMENT "),
-              "SEGMENT /memfd:" + name + " (deleted)")
+  expect_memfd_only(job, n, dir, [&](const std::string& name) {
+    const std::string via_socket = "through /proc; the socket hands it over";
+    EXPECT_EQ(job.output(1).find(via_socket), std::string::npos)
         << all_output(job);
-  }
-  const std::string via_socket = "through /proc; the socket hands it over";
-  EXPECT_EQ(job.output(1).find(via_socket), std::string::npos)
-      << all_output(job);
-  EXPECT_NE(
-      job.output(2).find("rank 2: cannot open @" + name + " " + via_socket),
-      std::string::npos)
-      << all_output(job);
-  // Set-up is over: the socket is gone, no file exists, only the ranks map it.
-  for (const auto& t : traces_of(name)) {
-    EXPECT_EQ(t.rfind("mapped by pid ", 0), 0u) << t;
-  }
-  std::ofstream(dir / "go") << "go";
-  auto rs = job.wait(60s);
-  for (int r = 0; r < n; ++r)
-    EXPECT_TRUE(rs[r].exited_ok()) << all_output(job);
-  EXPECT_TRUE(traces_of(name).empty()) << join(traces_of(name));
+    EXPECT_NE(
+        job.output(2).find("rank 2: cannot open @" + name + " " + via_socket),
+        std::string::npos)
+        << all_output(job);
+  });
 }
 
 TEST(ShmJob, StraysAtTheSocketDoNotDisturbSetUp) {
