@@ -4,53 +4,58 @@
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cstdlib>
-#include <fstream>
+#include <mutex>
 #include <string>
+
+#include "common/read_file.h"
 
 namespace jaccl::detail {
 
 namespace {
 
-size_t read_sysfs_cache_bytes(int level) {
+constexpr int kLevels = 5;  // 1-4; index 0 unused
+
+// Every data or unified cache of cpu0 by level, in one pass over its
+// index directories with plain reads (the first of these is what a rank
+// reads of sysfs at init: at 1024 ranks on one host, iostreams over a dozen
+// files each were a third of a millisecond a rank).
+std::array<size_t, kLevels> read_sysfs_caches() {
+  std::array<size_t, kLevels> out{};
   for (int i = 0; i < 8; ++i) {
-    std::string dir =
+    const std::string dir =
         "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream lv(dir + "level"), ty(dir + "type"), sz(dir + "size");
-    int l = 0;
-    std::string type, size;
-    if (!(lv >> l) || !(ty >> type) || !(sz >> size))
+    std::string level, type, size;
+    if (!read_file(dir + "level", &level)) {
+      break;  // the indices are consecutive
+    }
+    const int l = std::atoi(level.c_str());
+    if (l < 1 || l >= kLevels || out[static_cast<size_t>(l)] != 0 ||
+        !read_file(dir + "type", &type) || type.rfind("Instruction", 0) == 0 ||
+        !read_file(dir + "size", &size)) {
       continue;
-    if (l != level || type == "Instruction")
-      continue;
-    size_t v = std::strtoull(size.c_str(), nullptr, 10);
-    char unit = size.empty() ? 0 : size.back();
-    if (unit == 'K')
+    }
+    char* end = nullptr;
+    size_t v = std::strtoull(size.c_str(), &end, 10);
+    if (*end == 'K') {
       v <<= 10;
-    else if (unit == 'M')
+    } else if (*end == 'M') {
       v <<= 20;
-    return v;
+    }
+    out[static_cast<size_t>(l)] = v;
   }
-  return 0;
+  return out;
 }
 
 }  // namespace
 
 size_t sysfs_cache_bytes(int level) {
-  // Read once per level and process (a lookup opens up to 12 files; a
-  // shrunk group's set-up made three, on every survivor at once).
-  static std::array<std::atomic<long long>, 5> known = {-1, -1, -1, -1, -1};
-  if (level < 1 || level >= 5) {
-    return read_sysfs_cache_bytes(level);
-  }
-  std::atomic<long long>& k = known[static_cast<size_t>(level)];
-  long long v = k.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = static_cast<long long>(read_sysfs_cache_bytes(level));
-    k.store(v, std::memory_order_relaxed);
-  }
-  return static_cast<size_t>(v);
+  // Read once per process (a shrunk group's set-up asked three times, on
+  // every survivor at once).
+  static std::once_flag once;
+  static std::array<size_t, kLevels> known{};
+  std::call_once(once, [] { known = read_sysfs_caches(); });
+  return level >= 1 && level < kLevels ? known[static_cast<size_t>(level)] : 0;
 }
 
 size_t l2_cache_bytes() {

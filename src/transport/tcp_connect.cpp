@@ -169,12 +169,13 @@ std::vector<int> TcpAcceptor::missing() const {
 
 // Why a completed handshake is not one we expect (empty when it is).
 Detail TcpAcceptor::check(const Hello& h) const {
-  const Detail who = rank_ref(h.rank);
+  // Named only for a connection refused (rank 0 of 1024 checks 1,023).
+  auto who = [&h] { return rank_ref(h.rank); };
   if (h.job != job_) {
     return "another job (job fingerprint differs)";
   }
   if (h.size != size_) {
-    return who + " has group size " + std::to_string(h.size) + ", " +
+    return who() + " has group size " + std::to_string(h.size) + ", " +
            rank_ref(rank_) + " has " + std::to_string(size_);
   }
   if (h.channel != Channel::Data && h.channel != Channel::Control) {
@@ -182,32 +183,32 @@ Detail TcpAcceptor::check(const Hello& h) const {
            " connection on a data-plane port";
   }
   if (h.rank < 0 || h.rank >= size_ || h.rank == rank_) {
-    return who + " is not a peer of " + rank_ref(rank_) + " in a group of " +
+    return who() + " is not a peer of " + rank_ref(rank_) + " in a group of " +
            std::to_string(size_);
   }
   int w = expected_[static_cast<size_t>(h.rank)];
   if (w < 0) {
-    return who + " is not expected to dial " + rank_ref(rank_);
+    return who() + " is not expected to dial " + rank_ref(rank_);
   }
   if (h.channel == Channel::Control) {
     if (!with_control_) {
-      return "control connection from " + who +
+      return "control connection from " + who() +
              " to a group that has its control connections";
     }
     if (h.wire != 0) {
       return "control connection with wire " + std::to_string(h.wire);
     }
     if (control_[static_cast<size_t>(h.rank)].valid()) {
-      return "duplicate control connection from " + who;
+      return "duplicate control connection from " + who();
     }
     return {};
   }
   if (h.wire < 0 || h.wire >= w) {
-    return "wire " + std::to_string(h.wire) + " from " + who +
+    return "wire " + std::to_string(h.wire) + " from " + who() +
            " is out of range (" + std::to_string(w) + " wires)";
   }
   if (data_[static_cast<size_t>(h.rank)][static_cast<size_t>(h.wire)].valid()) {
-    return "duplicate wire " + std::to_string(h.wire) + " from " + who;
+    return "duplicate wire " + std::to_string(h.wire) + " from " + who();
   }
   return {};
 }
