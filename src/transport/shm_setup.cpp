@@ -508,8 +508,8 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   if (quick_shrink(conns) && size > 1) {
     return quick_setup(cfg, conns, members, init);
   }
-  // Every rank decides alike from the same cards; the creator alone
-  // whether to publish its memfd (first gather).
+  // Only the creator acts on it (it publishes its memfd in the first
+  // gather); every rank then decides alike from the gathered messages.
   const bool direct = size > 1 && one_namespace(conns);
 
   SetupMsg w = s.blank(1);
