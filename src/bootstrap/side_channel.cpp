@@ -59,6 +59,11 @@ __attribute__((no_sanitize("undefined"))) std::exception_ptr call_user_fn(
   return nullptr;
 }
 
+// Whether one rank's n input bytes lie inside the output of P * n.
+bool input_in_output(const char* in, const char* out, size_t P, size_t n) {
+  return out != nullptr && n > 0 && in < out + P * n && out < in + n;
+}
+
 }  // namespace
 
 uint16_t hash16(std::string_view s) {
@@ -285,8 +290,7 @@ char* SideChannel::call_frames(const void* src, char* out, size_t n) {
               size_,       fingerprint_,  instance_};
   const size_t frame_size = frame_bytes(size_);
   const char* in = static_cast<const char*>(src);
-  const bool src_in_dst =
-      out != nullptr && n > 0 && in < out + P * n && out < in + n;
+  const bool src_in_dst = input_in_output(in, out, P, n);
   // A payload of at least a frame per rank goes straight into the caller's
   // output (below), which then also holds the frames until the payloads
   // overwrite them: at 4096 ranks that is 256 KiB of fresh memory (64 page
@@ -322,7 +326,7 @@ void SideChannel::all_gather(const void* src, void* dst, size_t n) {
   // straight into the caller's output, with no header of their own (one
   // more frame per rank would be as much fresh memory again).
   std::vector<char> copy;
-  if (in < out + P * n && out < in + n) {  // keep it whole
+  if (input_in_output(in, out, P, n)) {  // keep it whole
     copy.assign(in, in + n);
     in = copy.data();
   }

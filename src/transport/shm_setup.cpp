@@ -595,18 +595,17 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     const auto& second = s.gather(w);
     std::vector<int> unreachable;
     std::vector<int> unmapped;  // the members the socket must serve
+    bool all_mapped = true;
     for (int m : members) {
       const uint8_t got = second[static_cast<size_t>(m)].reach;
       if (got == 0) {
         unreachable.push_back(m);
       }
+      all_mapped = all_mapped && got == kMapped;
       if (got != kMapped && m != rank) {
         unmapped.push_back(m);
       }
     }
-    const bool all_mapped = std::all_of(
-        members.begin(), members.end(),
-        [&](int m) { return second[static_cast<size_t>(m)].reach == kMapped; });
     if (all_mapped && !s.host_failed) {
       // Every member holds the memfd: the creator's descriptor and socket go.
       listener.reset();
