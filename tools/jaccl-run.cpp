@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     plan = plan_job(opt, code);
   } catch (const std::exception& e) {
     note(e.what());
-    err_sink().flush_all(-1);
+    err_sink().flush_all();
     return code;
   }
   if (opt.dry_run) {
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       out_sink().put(
           "(each ssh reads the job token, then signal names, on its stdin)\n");
     }
-    out_sink().flush_all(-1);
+    out_sink().flush_all();
     return 0;
   }
   opt.n = static_cast<int>(plan.ranks.size());

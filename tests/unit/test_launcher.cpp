@@ -328,27 +328,113 @@ TEST(Launcher, ProgramFoundOnPath) {
 
 // ------------------------------------------------------------------- output
 
+// Checks that output holds, for every rank below `ranks` and every kind,
+// launcher_probe's lines 0..n-1 of `len` chars, each whole, prefixed with
+// its rank, in order, and nothing else.
+void expect_probe_lines(const std::string& output, int ranks,
+                        const std::vector<std::string>& kinds, int n,
+                        size_t len) {
+  std::map<std::pair<int, std::string>, int> next;  // (rank, kind) -> index
+  int count = 0;
+  for (const auto& line : lines_of(output)) {
+    int rank;
+    std::string rest;
+    ASSERT_TRUE(split_prefix(line, rank, rest)) << "unprefixed: " << line;
+    std::string kind = rest.substr(0, rest.find(' '));
+    const bool known =
+        std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+    ASSERT_TRUE(known) << "mangled: " << line;
+    int& i = next[{rank, kind}];
+    ASSERT_EQ(rest, probe_line(kind, rank, i, len)) << "mangled: " << line;
+    ++i;
+    ++count;
+  }
+  EXPECT_EQ(count, ranks * n * static_cast<int>(kinds.size()));
+}
+
 TEST(Launcher, HeavyOutputLinesStayIntact) {
   constexpr int kRanks = 4, kLines = 3000;
   ProcResult r = launch(cmd(kRanks, {},
                             {"lines", std::to_string(kLines), "150", "errlines",
                              std::to_string(kLines), "150"}));
   ASSERT_TRUE(r.exited_ok()) << r.describe();
-  std::map<std::pair<int, std::string>, int> next;  // (rank, kind) -> index
-  int count = 0;
-  for (const auto& line : lines_of(r.output)) {
-    int rank;
-    std::string rest;
-    ASSERT_TRUE(split_prefix(line, rank, rest)) << "unprefixed: " << line;
-    std::string kind = rest.substr(0, rest.find(' '));
-    ASSERT_TRUE(kind == "line" || kind == "errline") << "mangled: " << line;
-    // The prefix names the writing rank; lines arrive whole and in order.
-    int& i = next[{rank, kind}];
-    ASSERT_EQ(rest, probe_line(kind, rank, i, 150)) << "mangled: " << line;
-    ++i;
-    ++count;
+  expect_probe_lines(r.output, kRanks, {"line", "errline"}, kLines, 150);
+}
+
+// jaccl-run's stdout is a pipe nobody reads until `go` exists. Two ranks
+// write kStalledLines lines, more than the pipe holds, and exit, so
+// jaccl-run is left flushing its queue; then it gets `sig`, and after that
+// the reader comes back.
+constexpr int kStalledLines = 3000;
+struct StalledFlush {
+  bool set_up = false;  // the ranks ran, ended, and jaccl-run got sig
+  bool gone_while_stalled = false;  // jaccl-run ended before the reader
+  ProcResult result;
+  std::string rank_lines;  // result.output without jaccl-run's own lines
+};
+StalledFlush signal_the_last_flush(int sig) {
+  const std::string base =
+      ::testing::TempDir() + "jaccl-last-flush-" + std::to_string(::getpid());
+  const std::string done = base + "-done", go = base + "-go";
+  std::remove(done.c_str());
+  std::remove(go.c_str());
+  auto args =
+      cmd(2, {"-v"},
+          {"lines", std::to_string(kStalledLines), "100", "await", done});
+  std::vector<std::string> sh_args{"-c",
+                                   "\"$0\" \"$@\" | { while [ ! -e '" + go +
+                                       "' ]; do sleep 0.05; done; cat; }",
+                                   launcher()};
+  sh_args.insert(sh_args.end(), args.begin(), args.end());
+  Job job = Job::start("/bin/sh", sh_args, 1, nullptr);
+  StalledFlush f;
+  job.wait_for_output(0, "jaccl-run: rank 1 is pid ", kDeadline);
+  auto pids = launcher_pids(job.output(0));
+  pid_t launcher_pid = -1;
+  if (pids.size() == 2) {
+    std::ifstream status("/proc/" + std::to_string(pids[0]) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("PPid:", 0) == 0) {
+        launcher_pid = static_cast<pid_t>(std::stol(line.substr(5)));
+      }
+    }
   }
-  EXPECT_EQ(count, kRanks * kLines * 2);
+  std::ofstream(done).put('\n');
+  if (launcher_pid > 0 && all_gone(pids)) {
+    // Lets jaccl-run reap the ranks and reach its last flush; without the
+    // pause the tests still pass, they only might not exercise that flush.
+    std::this_thread::sleep_for(300ms);
+    f.set_up = ::kill(launcher_pid, sig) == 0;
+    f.gone_while_stalled = f.set_up && all_gone({launcher_pid});
+  }
+  std::ofstream(go).put('\n');
+  f.result = job.wait_one(0, kDeadline);
+  std::remove(done.c_str());
+  std::remove(go.c_str());
+  for (const auto& line : lines_of(f.result.output)) {
+    if (line.rfind("jaccl-run: ", 0) != 0) {  // our stderr is in there too
+      f.rank_lines += line + "\n";
+    }
+  }
+  return f;
+}
+
+TEST(Launcher, ALateSigchldDropsNoLinesWhileTheReaderStalls) {
+  // As when a rank was reaped before its SIGCHLD was read: only a signal
+  // that stops the job may cut the last flush.
+  StalledFlush f = signal_the_last_flush(SIGCHLD);
+  ASSERT_TRUE(f.set_up) << f.result.output;
+  EXPECT_FALSE(f.gone_while_stalled);
+  ASSERT_TRUE(f.result.exited_ok()) << f.result.describe();
+  expect_probe_lines(f.rank_lines, 2, {"line"}, kStalledLines, 100);
+}
+
+TEST(Launcher, SigtermEndsTheLastFlushWhileTheReaderStalls) {
+  // A user who stops jaccl-run is not kept waiting for a stalled reader.
+  StalledFlush f = signal_the_last_flush(SIGTERM);
+  ASSERT_TRUE(f.set_up) << f.result.output;
+  EXPECT_TRUE(f.gone_while_stalled) << f.result.output;
+  EXPECT_LT(count_of(f.rank_lines, "\n"), 2 * kStalledLines);
 }
 
 TEST(Launcher, StdoutAndStderrStaySeparate) {

@@ -23,6 +23,21 @@ namespace jaccl::run {
 
 namespace {
 
+// Reads what is queued on the signal pipe: did a signal other than
+// SIGCHLD arrive? Our last flush gives up on a stalled reader only for
+// such a signal. A rank's SIGCHLD may still be queued when the job ends
+// (reaped before its byte was read); it must not drop the job's last lines.
+bool stop_signal_queued(int signal_fd) {
+  unsigned char sigs[64];
+  ssize_t n;
+  bool stop = false;
+  while ((n = ::read(signal_fd, sigs, sizeof(sigs))) > 0) {
+    stop = stop || std::any_of(sigs, sigs + n,
+                               [](unsigned char s) { return s != SIGCHLD; });
+  }
+  return stop;
+}
+
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(s));
@@ -363,7 +378,8 @@ int Launcher::run() {
   if (!fds.empty()) {
     note("cannot start " + std::to_string(plan_.ranks.size()) +
          " rank(s): jaccl-run " + fds);
-    err_sink().flush_all(signal_fd);
+    err_sink().flush_all(signal_fd,
+                         [&] { return stop_signal_queued(signal_fd); });
     return 1;
   }
   for (size_t rank = 0; rank < plan_.ranks.size(); ++rank) {
@@ -488,8 +504,9 @@ int Launcher::run() {
                               " replacement(s) started (--restart)"
                         : ""));
   }
-  out_sink().flush_all(signal_fd);
-  err_sink().flush_all(signal_fd);  // (the same queue under 2>&1)
+  auto give_up = [&] { return stop_signal_queued(signal_fd); };
+  out_sink().flush_all(signal_fd, give_up);
+  err_sink().flush_all(signal_fd, give_up);  // (the same queue under 2>&1)
 
   if (signal_ != 0) {
     ::signal(signal_, SIG_DFL);

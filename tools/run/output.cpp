@@ -65,13 +65,13 @@ void Sink::flush_some() {
   }
 }
 
-void Sink::flush_all(int abort_fd) {
+void Sink::flush_all(int wake_fd, const std::function<bool()>& give_up) {
   while (pending()) {
-    pollfd p[2] = {{fd_, POLLOUT, 0}, {abort_fd, POLLIN, 0}};
-    if (::poll(p, abort_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
+    pollfd p[2] = {{fd_, POLLOUT, 0}, {wake_fd, POLLIN, 0}};
+    if (::poll(p, wake_fd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
       return;
     }
-    if (p[1].revents != 0) {
+    if (p[1].revents != 0 && (!give_up || give_up())) {
       return;
     }
     flush_some();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace jaccl::run {
@@ -28,9 +29,10 @@ class Sink {
   void put(const std::string& s);
   // Writes what the stream takes now (after POLLOUT).
   void flush_some();
-  // Writes everything, waiting for the reader; gives up when a byte
-  // arrives on abort_fd (a signal) or the stream breaks.
-  void flush_all(int abort_fd);
+  // Writes everything, waiting for the reader; gives up when the stream
+  // breaks, or when wake_fd turns readable and give_up() says so.
+  void flush_all(int wake_fd = -1,
+                 const std::function<bool()>& give_up = nullptr);
 
   int fd() const { return fd_; }
   bool pending() const { return ok_ && off_ < buf_.size(); }
