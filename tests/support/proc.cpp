@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -224,7 +225,11 @@ std::string tool_path(const std::string& name) {
   return std::string(JACCL_TOOLS_DIR) + "/" + name;
 }
 
-int free_loopback_port() {
+namespace {
+
+// Binds 127.0.0.1:port (0: any) without SO_REUSEADDR and closes the socket;
+// returns the port bound, or -1 if it was taken.
+int try_loopback_port(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     throw_errno("socket");
@@ -232,16 +237,65 @@ int free_loopback_port() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
+  const bool ok =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok && port == 0) {
     throw_errno("bind 127.0.0.1:0", err);
   }
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  return ok ? ntohs(addr.sin_port) : -1;
+}
+
+// The next value of a counter that every test process on this machine
+// shares (a file under flock), or -1.
+long next_shared_count() {
+  const int fd = ::open("/tmp/jaccl-test-port-counter",
+                        O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    return -1;
+  }
+  long n = -1;
+  if (::flock(fd, LOCK_EX) == 0) {
+    char buf[32] = {};
+    const ssize_t got = ::pread(fd, buf, sizeof(buf) - 1, 0);
+    n = got > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    const std::string next = std::to_string(n + 1) + "\n";
+    if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, next.data(), next.size(), 0) !=
+                                       static_cast<ssize_t>(next.size())) {
+      n = -1;
+    }
+  }
+  ::close(fd);  // releases the lock
+  return n;
+}
+
+}  // namespace
+
+// A port bound to 0 comes from the kernel's ephemeral range, where any
+// connect() of a test running beside us could take it between this check
+// and the rank's own bind (seen about once in a thousand runs). So the port
+// comes from the 10,000 below that range, which only bind() to a named port
+// hands out, and test processes take them in turn from one shared counter.
+int free_loopback_port() {
+  int lo = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> lo;
+  const int base = std::max(1024, lo - 10000);
+  const int span = lo - base;
+  for (int tries = 0; span >= 1000 && tries < 200; ++tries) {
+    const long n = next_shared_count();
+    if (n < 0) {
+      break;
+    }
+    const int port = try_loopback_port(base + static_cast<int>(n % span));
+    if (port > 0) {
+      return port;
+    }
+  }
+  return try_loopback_port(0);  // no room below the range: the old way
 }
 
 int loopback_bind_errno(int port) {

@@ -39,8 +39,8 @@ struct ProcResult {
 std::string worker_path(const std::string& name);
 std::string tool_path(const std::string& name);
 
-// A loopback TCP port that was free a moment ago (bind 127.0.0.1:0, read the
-// port, close).
+// A loopback TCP port that was free a moment ago, from below the kernel's
+// ephemeral range, never the same for two tests running at once.
 int free_loopback_port();
 // errno of binding a listening socket to 127.0.0.1:port as jaccl's rank 0
 // does (SO_REUSEADDR), 0 if that worked (the socket is closed again).
