@@ -219,7 +219,7 @@ uint64_t ShmChannel::await(const Deadline& dl) {
     }
     return true;
   };
-  wait(ready, [&] {
+  wait(dl, ready, [&] {
     state_->throw_if_failed();
     if (dl.expired()) {
       std::vector<int> missing;
@@ -266,6 +266,7 @@ void ShmChannel::send(const void* in, size_t n, int dst, const Deadline& dl) {
     while (done < len) {
       uint64_t tail = 0;
       wait(
+          dl,
           [&] {
             tail = rc.tail.load(std::memory_order_acquire);
             return head - tail < cap;
@@ -300,6 +301,7 @@ void ShmChannel::recv(void* out, size_t n, int src, const Deadline& dl) {
     while (done < len) {
       uint64_t head = 0;
       wait(
+          dl,
           [&] {
             head = rc.head.load(std::memory_order_acquire);
             return head != tail;

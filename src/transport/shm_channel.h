@@ -163,9 +163,10 @@ class ShmChannel {
   }
   // peer: the rank waited for, or -1 for every rank that has not arrived
   // at the current step.
+  // check() throws at dl, which also bounds a sleep.
   template <class Ready, class Check>
-  void wait(Ready ready, Check check, int peer = -1) {
-    wait_until(wake(), asymmetric_, ready, check,
+  void wait(const Deadline& dl, Ready ready, Check check, int peer = -1) {
+    wait_until(wake(), asymmetric_, dl, ready, check,
                [&] { return wait_mode(peer); });
   }
   // How to wait for `peer` (or the ranks not yet at the current step): spin

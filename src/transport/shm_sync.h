@@ -1,9 +1,10 @@
 // Copyright 2026 the jaccl authors.
-// Waiting on shared memory: spin briefly, then sleep on a futex, waking every
-// slice to check the op deadline; a failure bumps the word (ShmChannel), so
-// it wakes the sleepers at once. Ranks may be oversubscribed (4 ranks on 2
-// cores), so a waiter that may hold the core its peer needs yields on every
-// poll; one whose peers all run elsewhere never yields (see wait_until).
+// Waiting on shared memory: spin briefly, then sleep on a futex until the op
+// deadline (at most kMaxSleep at a time); a failure bumps the word
+// (ShmChannel), so it wakes the sleepers at once. Ranks may be oversubscribed
+// (4 ranks on 2 cores), so a waiter that may hold the core its peer needs
+// yields on every poll; one whose peers all run elsewhere never yields (see
+// wait_until).
 #pragma once
 
 #include <linux/futex.h>
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <ctime>
 #include <thread>
+
+#include "common/deadline.h"
 
 namespace jaccl::detail {
 
@@ -70,13 +73,13 @@ enum class WaitMode {
   kYield,  // it may be waiting for this core (oversubscribed, or same CPU)
 };
 
-// Waits until ready() holds. check() runs every slice (and may throw: the
-// failure state, the deadline). Returns when ready. mode() says how to wait
-// (re-read as the wait goes on). asymmetric: the channel's wakers fence
-// lightly (see waker_fence).
+// Waits until ready() holds. check() runs after every sleep (and may throw:
+// the failure state, the deadline dl). Returns when ready. mode() says how
+// to wait (re-read as the wait goes on). asymmetric: the channel's wakers
+// fence lightly (see waker_fence).
 template <class Ready, class Check, class Mode>
-void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
-                Mode mode) {
+void wait_until(WakeWord& ww, bool asymmetric, const Deadline& dl, Ready ready,
+                Check check, Mode mode) {
   using Clock = std::chrono::steady_clock;
   // 1. Poll for up to kSleepAfter, then sleep on the futex.
   //    A peer that runs on another core answers in well under a
@@ -95,10 +98,19 @@ void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
   //    moves one of them (ShmChannel::wait_mode). Sleeping on the futex
   //    instead did not separate them (the wake-up put the sleeper back
   //    beside its waker). Figures: BENCHMARKS.md, History.
+  //    A yield may hand the core away for long (a round of every task
+  //    runnable here), so the clock is read after each one: 1024 ranks on
+  //    2 CPUs yielded some 60 times each, a switch apiece, in a wait the
+  //    200 µs should have ended.
   // 2. Sleep on the futex, so that a long wait (a peer computing between
   //    ops) leaves the core to others; spinning longer before it made one
   //    busy process beside the job slower (the spinner takes its slices).
+  //    The sleep lasts until the deadline: a failure and the awaited
+  //    progress bump the word. kMaxSleep only bounds a wake-up missed by
+  //    some path yet unknown; periodic wake-ups of a thousand sleepers
+  //    (every 50 ms, before) took a CPU-second a second.
   constexpr auto kSleepAfter = std::chrono::microseconds(200);
+  constexpr int kMaxSleepMs = 1000;
   if (ready())
     return;
   const auto start = Clock::now();
@@ -116,6 +128,8 @@ void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
     }
     if (m == WaitMode::kYield) {
       std::this_thread::yield();
+      if (Clock::now() - start > kSleepAfter)
+        break;
     }
   }
   for (;;) {
@@ -140,8 +154,8 @@ void wait_until(WakeWord& ww, bool asymmetric, Ready ready, Check check,
       ww.sleepers.fetch_sub(1, std::memory_order_seq_cst);
       return;
     }
-    // The slice bounds the deadline check (and a failure no hook reports).
-    timespec slice{0, 50 * 1000 * 1000};
+    const int ms = dl.poll_ms(kMaxSleepMs);
+    timespec slice{ms / 1000, static_cast<long>(ms % 1000) * 1000 * 1000};
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&ww.word), FUTEX_WAIT,
               seen, &slice, nullptr, 0);
     ww.sleepers.fetch_sub(1, std::memory_order_seq_cst);

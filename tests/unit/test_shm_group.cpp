@@ -1298,11 +1298,11 @@ TEST(ShmSync, SleeperWakesWithEitherFenceScheme) {
       waker_fence(asymmetric);
       ww.bump();
     });
-    int checks = 0;
+    const Deadline dl = Deadline::after(std::chrono::seconds(10));
     wait_until(
-        ww, asymmetric,
+        ww, asymmetric, dl,
         [&] { return progress.load(std::memory_order_acquire) == 1; },
-        [&] { ASSERT_LT(++checks, 200) << "still asleep after 200 slices"; },
+        [&] { ASSERT_FALSE(dl.expired()) << "still asleep at the deadline"; },
         [] { return WaitMode::kYield; });
     waker.join();
     EXPECT_EQ(progress.load(), 1u);
