@@ -1,6 +1,6 @@
 // Copyright 2026 the jaccl authors.
 // Waiting on shared memory: spin briefly, then sleep on a futex until the op
-// deadline (at most kMaxSleep at a time); a failure bumps the word
+// deadline (at most kMaxSleepMs at a time); a failure bumps the word
 // (ShmChannel), so it wakes the sleepers at once. Ranks may be oversubscribed
 // (4 ranks on 2 cores), so a waiter that may hold the core its peer needs
 // yields on every poll; one whose peers all run elsewhere never yields (see
@@ -106,7 +106,7 @@ void wait_until(WakeWord& ww, bool asymmetric, const Deadline& dl, Ready ready,
   //    ops) leaves the core to others; spinning longer before it made one
   //    busy process beside the job slower (the spinner takes its slices).
   //    The sleep lasts until the deadline: a failure and the awaited
-  //    progress bump the word. kMaxSleep only bounds a wake-up missed by
+  //    progress bump the word. kMaxSleepMs only bounds a wake-up missed by
   //    some path yet unknown; periodic wake-ups of a thousand sleepers
   //    (every 50 ms, before) took a CPU-second a second.
   constexpr auto kSleepAfter = std::chrono::microseconds(200);
