@@ -227,27 +227,44 @@ std::string tool_path(const std::string& name) {
 
 namespace {
 
-// Binds 127.0.0.1:port (0: any) without SO_REUSEADDR and closes the socket;
-// returns the port bound, or -1 if it was taken.
-int try_loopback_port(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// Binds a TCP socket to 127.0.0.1:port (with SO_REUSEADDR if reuse) and
+// closes it again; returns 0 or bind's errno. *bound: the port bound (for
+// port 0, the kernel's choice).
+int bind_loopback(int port, bool reuse, int* bound) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     throw_errno("socket");
+  }
+  if (reuse) {
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
-  const bool ok =
-      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  const int err = errno;
+  int err = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    err = errno;
+  }
   ::close(fd);
-  if (!ok && port == 0) {
+  if (bound != nullptr) {
+    *bound = err == 0 ? ntohs(addr.sin_port) : -1;
+  }
+  return err;
+}
+
+// The port bound at 127.0.0.1:port without SO_REUSEADDR (0: any), or -1
+// if it was taken.
+int try_loopback_port(int port) {
+  int bound = -1;
+  if (const int err = bind_loopback(port, false, &bound);
+      err != 0 && port == 0) {
     throw_errno("bind 127.0.0.1:0", err);
   }
-  return ok ? ntohs(addr.sin_port) : -1;
+  return bound;
 }
 
 // The next value of a counter that every test process on this machine
@@ -299,20 +316,7 @@ int free_loopback_port() {
 }
 
 int loopback_bind_errno(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    throw_errno("socket");
-  }
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  const int err = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return err;
+  return bind_loopback(port, true, nullptr);
 }
 
 bool pid_alive(pid_t pid) {

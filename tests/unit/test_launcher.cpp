@@ -364,7 +364,9 @@ TEST(Launcher, HeavyOutputLinesStayIntact) {
 // jaccl-run's stdout is a pipe nobody reads until `go` exists. Two ranks
 // write kStalledLines lines, more than the pipe holds, and exit, so
 // jaccl-run is left flushing its queue; then it gets `sig`, and after that
-// the reader comes back.
+// the reader comes back. stops: whether sig should end jaccl-run (waited for
+// up to the deadline) or not (it must still run 300 ms after it: an exit
+// the signal caused comes at once, and a slow machine can only hide one).
 constexpr int kStalledLines = 3000;
 struct StalledFlush {
   bool set_up = false;  // the ranks ran, ended, and jaccl-run got sig
@@ -372,7 +374,7 @@ struct StalledFlush {
   ProcResult result;
   std::string rank_lines;  // result.output without jaccl-run's own lines
 };
-StalledFlush signal_the_last_flush(int sig) {
+StalledFlush signal_the_last_flush(int sig, bool stops) {
   const std::string base =
       ::testing::TempDir() + "jaccl-last-flush-" + std::to_string(::getpid());
   const std::string done = base + "-done", go = base + "-go";
@@ -405,7 +407,11 @@ StalledFlush signal_the_last_flush(int sig) {
     // pause the tests still pass, they only might not exercise that flush.
     std::this_thread::sleep_for(300ms);
     f.set_up = ::kill(launcher_pid, sig) == 0;
-    f.gone_while_stalled = f.set_up && all_gone({launcher_pid});
+    if (f.set_up && !stops) {
+      std::this_thread::sleep_for(300ms);
+    }
+    f.gone_while_stalled = f.set_up && (stops ? all_gone({launcher_pid})
+                                              : !pid_alive(launcher_pid));
   }
   std::ofstream(go).put('\n');
   f.result = job.wait_one(0, kDeadline);
@@ -422,7 +428,7 @@ StalledFlush signal_the_last_flush(int sig) {
 TEST(Launcher, ALateSigchldDropsNoLinesWhileTheReaderStalls) {
   // As when a rank was reaped before its SIGCHLD was read: only a signal
   // that stops the job may cut the last flush.
-  StalledFlush f = signal_the_last_flush(SIGCHLD);
+  StalledFlush f = signal_the_last_flush(SIGCHLD, /*stops=*/false);
   ASSERT_TRUE(f.set_up) << f.result.output;
   EXPECT_FALSE(f.gone_while_stalled);
   ASSERT_TRUE(f.result.exited_ok()) << f.result.describe();
@@ -431,7 +437,7 @@ TEST(Launcher, ALateSigchldDropsNoLinesWhileTheReaderStalls) {
 
 TEST(Launcher, SigtermEndsTheLastFlushWhileTheReaderStalls) {
   // A user who stops jaccl-run is not kept waiting for a stalled reader.
-  StalledFlush f = signal_the_last_flush(SIGTERM);
+  StalledFlush f = signal_the_last_flush(SIGTERM, /*stops=*/true);
   ASSERT_TRUE(f.set_up) << f.result.output;
   EXPECT_TRUE(f.gone_while_stalled) << f.result.output;
   EXPECT_LT(count_of(f.rank_lines, "\n"), 2 * kStalledLines);
