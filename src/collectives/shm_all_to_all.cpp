@@ -59,7 +59,9 @@ namespace jaccl::detail {
 
 namespace {
 
-constexpr size_t kTunedBytes = 32 * 1024;  // smaller ops: cached, staged
+// all_to_allv ops up to this size a rank (on average) stage as the first
+// round did, untuned: the counts are known only after it.
+constexpr size_t kTunedBytes = 32 * 1024;
 // all_to_allv's blocks that ride behind the counts stage with streaming
 // stores from this size: cached stores into the lines the peer read at the
 // last call crawled. Not for all_to_all's small rounds, where two ranks
@@ -120,20 +122,20 @@ bool ShmGroup::a2a_direct_size(size_t total) const {
 }
 
 void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
-  const bool large = b.total > kTunedBytes;
+  const bool tuned = b.total >= kShmTunedFromBytes;
   // The tuner's size class decides whether direct is a way (and the probe
   // verdict, the same on every rank), so every call of a class has the
   // same ways on every rank.
-  const int ways = tuner_ways(large && a2a_direct_size(b.total), d);
-  const ShmWay way = large ? tuner_.begin(ShmTuner::kAllToAll, b.total,
+  const int ways = tuner_ways(tuned && a2a_direct_size(b.total), d);
+  const ShmWay way = tuned ? tuner_.begin(ShmTuner::kAllToAll, b.total,
                                           a2a_guess(b.total), ways)
                            : ShmWay{};
-  const uint64_t t0 = large ? now_ns() : 0;  // clock reads cost small ops
+  const uint64_t t0 = tuned ? now_ns() : 0;  // clock reads cost small ops
   if (way.direct && ways == kShmWays)
     a2a_direct(d, b, false, 0);
   else
     a2a_rounds(d, b, way, a2a_whole_, false, 0);
-  if (large)
+  if (tuned)
     tuner_.finish(now_ns() - t0);
 }
 

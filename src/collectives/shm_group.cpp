@@ -150,8 +150,9 @@ void ShmGroup::log_decision() const {
   std::array<double, kShmWays> ns{};
   if (rank_ != 0 || !tuner_.decided(&kind, &cls, &pick, &ns, &ways))
     return;
-  static const char* const kKinds[] = {"all_sum", "all_gather", "broadcast",
-                                       "all_to_all", "all_to_allv"};
+  static const char* const kKinds[] = {"all_sum",     "all_gather",
+                                       "broadcast",   "all_to_all",
+                                       "all_to_allv", "small all_sum"};
   std::ostringstream msg;
   msg << "shm " << kKinds[kind] << " from " << (size_t(1) << cls) << " bytes"
       << ": " << shm_strategy_name(pick) << " (slowest rank, ns/byte:";
@@ -185,32 +186,52 @@ void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
       return;
     }
     if (n <= kSmallBytes && n <= layout_.slot_bytes) {
-      const size_t band = band_of(n);
-      cached_copy(slot(rank_, steps() + 1) + band, in, n);
+      // Cached staging moves from call to call (band_of); streaming
+      // staging stays put. Which is faster is measured (kSmallReduce).
+      const bool tuned = n >= kShmTunedFromBytes;
+      const uint64_t t0 = tuned ? now_ns() : 0;
+      const ShmWay way = tuned ? tuner_.begin(ShmTuner::kSmallReduce, n,
+                                              ShmStrategy::Cached, kStageWays)
+                               : ShmWay{};
+      const size_t band = way.stream_stage ? 0 : band_of(n);
+      copy_with(slot(rank_, steps() + 1) + band, in, n, way.stream_stage);
       step(d);
-      if (size_ >= kRootReduceRanks) {
-        // Rank 0 reduces (in rank order, as below) and the others copy its
-        // result after one more sync: N reads in all instead of N x N.
-        if (rank_ == 0) {
-          char* res = result(steps() + 1) + band;
-          cached_copy(res, slot(0, steps()) + band, n);
-          for (int q = 1; q < size_; ++q) {
-            reduce_into(op, dtype, res, slot(q, steps()) + band, n / esz);
-          }
-        }
-        step(d);
-        cached_copy(out, result(steps()) + band, n);
-        return;
-      }
-      cached_copy(out, slot(0, steps()) + band, n);
-      for (int q = 1; q < size_; ++q) {
-        reduce_into(op, dtype, out, slot(q, steps()) + band, n / esz);
-      }
+      reduce_small(op, d, static_cast<const char*>(in), static_cast<char*>(out),
+                   n, dtype, band);
+      if (tuned)
+        tuner_.finish(now_ns() - t0);
       return;
     }
     reduce_large(op, d, static_cast<const char*>(in), static_cast<char*>(out),
                  n, dtype);
   });
+}
+
+void ShmGroup::reduce_small(ReduceOp op, const ShmStepDesc& d, const char* in,
+                            char* out, size_t n, int dtype, size_t band) {
+  const size_t count = n / dtype_size(dtype);
+  // This rank's operand from its input, still in its cache, rather than
+  // from its staged copy (which a streaming store sent to memory); in
+  // place, the output overwrites the input first. The same operands in the
+  // same order either way: the same bits.
+  auto operand = [&](int q) -> const char* {
+    return q == rank_ && in != out ? in : slot(q, steps()) + band;
+  };
+  auto reduce_to = [&](char* dst) {
+    reduce3(op, dtype, dst, operand(0), operand(1), count);
+    for (int q = 2; q < size_; ++q)
+      reduce_into(op, dtype, dst, operand(q), count);
+  };
+  if (size_ >= kRootReduceRanks) {
+    // Rank 0 reduces (in rank order, as below) and the others copy its
+    // result after one more sync: N reads in all instead of N x N.
+    if (rank_ == 0)
+      reduce_to(result(steps() + 1) + band);
+    step(d);
+    cached_copy(out, result(steps()) + band, n);
+    return;
+  }
+  reduce_to(out);
 }
 
 // Piece j of `parts` of [0, total), bounds on 64-byte multiples (which every
@@ -345,14 +366,15 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
       return;
     }
     const bool large = n > kSmallBytes;
-    const uint64_t t0 = now_ns();
+    const bool tuned = n >= kShmTunedFromBytes;
+    const uint64_t t0 = tuned ? now_ns() : 0;
     const bool guess = streaming(n * (static_cast<size_t>(size_) + 1));
     // Direct reads are a fourth way from kDirectGatherBytes, where the
     // probe allows them (one probe per group, the same verdict everywhere).
     const int ways =
         tuner_ways(large && n >= kDirectGatherBytes && size_ > 1, d);
     const ShmWay way =
-        large ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess), ways)
+        tuned ? tuner_.begin(ShmTuner::kGather, n, guess_of(guess), ways)
               : ShmWay{};
     if (way.direct && ways == kShmWays) {
       gather_direct(d, src, dst, n);
@@ -363,7 +385,8 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
     // Cache-sized chunks pay off once the output streams to DRAM; below,
     // whole slots mean fewer syncs (256 KiB .. 1 MiB: ~15 % faster).
     const size_t chunk = stream ? chunk_bytes_ : layout_.slot_bytes;
-    const size_t band = large ? 0 : band_of(n);
+    // Streaming staging stays put (it leaves no lines in a cache).
+    const size_t band = large || way.stream_stage ? 0 : band_of(n);
     for (size_t off = 0; off < n; off += chunk) {
       size_t len = std::min(chunk, n - off);
       copy_with(slot(rank_, steps() + 1) + band, src + off, len,
@@ -382,7 +405,7 @@ void ShmGroup::all_gather(const void* in, void* out, size_t n) {
                   slot(q, steps()) + band, len, stream);
       }
     }
-    if (large)
+    if (tuned)
       tuner_.finish(now_ns() - t0);
   });
 }

@@ -76,6 +76,10 @@ class ShmGroup : public Group {
                   int dtype);
   void reduce_large(ReduceOp op, const ShmStepDesc& d, const char* src,
                     char* dst, size_t n, int dtype);
+  // The one-sync path's reduction, after the step that staged the inputs
+  // at `band` in every slot.
+  void reduce_small(ReduceOp op, const ShmStepDesc& d, const char* in,
+                    char* out, size_t n, int dtype, size_t band);
   // The channel's sync step under the op's deadline, carrying this rank's
   // timing report to the tuner and the slowest rank's back.
   // `carry`: operands for the step's line (ShmChannel::arrive).

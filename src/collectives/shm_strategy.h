@@ -81,6 +81,15 @@ enum class ShmStrategy : uint32_t {
 };
 inline constexpr int kShmWays = 4;    // the strategies other than Auto
 inline constexpr int kStoreWays = 3;  // those every large op has
+inline constexpr int kStageWays = 2;  // cached or streaming staging alone
+// Ops from this size are measured too, not only large ones: a cached store
+// into lines a peer read at the last call must take each line back from
+// the peer's cache first, and on a machine where that costs a fifth of a
+// copy's rate the small ops' cached staging ran at 8 GB/s, slower than the
+// large path just above it (2 ranks: all_gather of 32 KiB a rank 7.7 us,
+// of 64 KiB 5.1 us; BENCHMARKS.md, History). Below, a call is a handoff of
+// a few lines and two clock reads would be a noticeable share of it.
+inline constexpr size_t kShmTunedFromBytes = 4096;
 
 inline const char* shm_strategy_name(ShmStrategy s) {
   switch (s) {
@@ -138,7 +147,8 @@ class ShmTuner {
     kBroadcast = 2,
     kAllToAll = 3,
     kAllToAllv = 4,
-    kKinds = 5
+    kSmallReduce = 5,  // all_sum's one-sync path: kStageWays
+    kKinds = 6
   };
 
   // forced: Auto to measure, else the strategy every op uses.

@@ -131,8 +131,8 @@ class ShmSizes : public ::testing::TestWithParam<int> {};
 TEST_P(ShmSizes, AllSumFloatAndInt) {
   int size = GetParam();
   const size_t largest = kTsan ? size_t(1 << 18) + 3 : size_t(3 << 20) + 3;
-  for (size_t count :
-       {size_t(0), size_t(1), size_t(7), size_t(1000), size_t(8193), largest}) {
+  for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1000),
+                       size_t(3001), size_t(8193), largest}) {
     run_ranks(
         size,
         [&](Group& g) {
@@ -480,9 +480,9 @@ constexpr int kPastTheTrials =
 
 TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
   const int size = 3;
-  std::vector<size_t> counts = {(size_t(40) << 10) / 4 + 3,
-                                (size_t(1) << 20) / 4 + 17,
-                                (size_t(3) << 20) / 4 + 1};
+  std::vector<size_t> counts = {
+      (size_t(12) << 10) / 4 + 5, (size_t(40) << 10) / 4 + 3,
+      (size_t(1) << 20) / 4 + 17, (size_t(3) << 20) / 4 + 1};
   if (kTsan)
     counts.pop_back();  // 1 MiB already takes several rounds at kTsanBudget
   // strategy -> rank -> FNV-1a of the outputs of the first calls
@@ -528,8 +528,22 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
                   << "strategy " << st << " call " << call << " count " << count
                   << ": results differ from the first call's";
             }
-            for (auto kind :
-                 {ShmTuner::kReduce, ShmTuner::kGather, ShmTuner::kBroadcast})
+            // In place: a rank's own operand comes from its staged copy
+            // then, not from its input.
+            std::vector<float> x = in;
+            g.all_sum(x.data(), x.data(), count * 4, Float32);
+            EXPECT_TRUE(x == out0) << "strategy " << st << " count " << count
+                                   << ": in place differs";
+            // Below 32 KiB: all_sum's one-sync path and all_gather are
+            // tuned, broadcast is not.
+            const bool small = count * 4 <= (size_t(32) << 10);
+            const auto kinds =
+                small ? std::vector<ShmTuner::Kind>{ShmTuner::kSmallReduce,
+                                                    ShmTuner::kGather}
+                      : std::vector<ShmTuner::Kind>{ShmTuner::kReduce,
+                                                    ShmTuner::kGather,
+                                                    ShmTuner::kBroadcast};
+            for (auto kind : kinds)
               chosen[static_cast<size_t>(g.rank())].push_back(
                   shm.strategy_for(kind, count * 4));
           }
@@ -569,7 +583,8 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
             const int me = g.rank();
             // Under TSan, 300 KiB takes several rounds of kTsanBudget's
             // window.
-            std::vector<size_t> blocks = {(size_t(20) << 10) + 3,
+            std::vector<size_t> blocks = {(size_t(3) << 10) + 1,
+                                          (size_t(20) << 10) + 3,
                                           (size_t(300) << 10) + 5};
             if (!kTsan)
               blocks.push_back((size_t(3) << 20) + 61);
@@ -606,7 +621,7 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
                     << "all_to_allv, strategy " << st << ", " << size
                     << " ranks, block " << block << ", call " << call;
               }
-              if (block * P > (size_t(32) << 10))
+              if (block * P >= kShmTunedFromBytes)
                 chosen[static_cast<size_t>(me)].push_back(
                     shm.strategy_for(ShmTuner::kAllToAll, block * P));
             }
