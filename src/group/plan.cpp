@@ -34,7 +34,7 @@ Plan choose_plan(const Config& cfg, const std::vector<TcpCard>& cards,
     const TcpCard& c = cards[static_cast<size_t>(remote)];
     raise(ErrorKind::Config,
           "JACCL_TRANSPORT=shm but " + rank_ref(remote) +
-              " is not on this host (" + c.hostname +
+              " is not on this host (" + c.hostname.str() +
               ", another kernel or IPC namespace): use auto or tcp",
           {.rank = rank, .peer = remote});
   }

@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
-#include <fstream>
 #include <stdexcept>
 
 #include "common/affinity.h"
@@ -72,13 +72,30 @@ class CardReader {
     pos_ += 1;
     return true;
   }
-  bool str(std::string* v) {
+  bool view(std::string_view* v) {
     uint32_t n = 0;
     if (!u32(&n) || !room(n)) {
       return false;
     }
-    v->assign(b_.data() + pos_, n);
+    *v = b_.substr(pos_, n);
     pos_ += n;
+    return true;
+  }
+  bool str(std::string* v) {
+    std::string_view t;
+    if (!view(&t)) {
+      return false;
+    }
+    v->assign(t);
+    return true;
+  }
+  // Shares like's copy where the text is the same.
+  bool text(SharedText* v, const SharedText& like) {
+    std::string_view t;
+    if (!view(&t)) {
+      return false;
+    }
+    *v = like.shared_or_new(t);
     return true;
   }
   bool strs(std::vector<std::string>* v) {
@@ -105,18 +122,19 @@ class CardReader {
   size_t pos_ = 0;
 };
 
+// Plain reads, not an ifstream: a stream's first use builds the process's
+// locale facets, a cost every rank of a large job paid at start-up.
 std::string read_first_line(const char* path) {
-  std::ifstream f(path);
-  std::string line;
-  std::getline(f, line);
-  return line;
+  std::string text = read_file_or_empty(path);
+  text.resize(std::min(text.size(), text.find('\n')));
+  return text;
 }
 
 }  // namespace
 
 std::string TcpCard::describe() const {
   std::string s = "rank " + std::to_string(rank) + " (" +
-                  (hostname.empty() ? "?" : hostname) + ", ";
+                  (hostname.empty() ? "?" : hostname.str()) + ", ";
   if (listens()) {
     s += HostPort{addresses.front(), port}.str();
   } else {
@@ -157,8 +175,8 @@ std::string encode_card(const TcpCard& c) {
   }
   put_u32(fixed + 21 + 8 * CpuMask::kWords, c.cpu_mask.beyond);
   std::string out(reinterpret_cast<const char*>(fixed), sizeof(fixed));
-  for (const std::string* v : {&c.hostname, &c.boot_id, &c.ipc_ns, &c.net_ns}) {
-    put_string(out, *v);
+  for (const SharedText* v : {&c.hostname, &c.boot_id, &c.ipc_ns, &c.net_ns}) {
+    put_string(out, v->str());
   }
   for (const auto* list : {&c.addresses, &c.ofi}) {
     uint8_t n[4];
@@ -171,7 +189,8 @@ std::string encode_card(const TcpCard& c) {
   return out;
 }
 
-TcpCard decode_card(std::string_view bytes, int from, int me) {
+TcpCard decode_card(std::string_view bytes, int from, int me,
+                    const TcpCard* like) {
   auto bad = [&](const Detail& why) -> TcpCard {
     raise(ErrorKind::Protocol,
           rank_ref(from) + " published a malformed TCP card (" + why + ")",
@@ -190,12 +209,15 @@ TcpCard decode_card(std::string_view bytes, int from, int me) {
     return bad("not a jaccl card of this version");
   }
   TcpCard c;
+  const TcpCard none;
+  const TcpCard& l = like != nullptr ? *like : none;
   if (!in.u32(&rank) || !in.u16(&port) || !in.u16(&wires) ||
       !in.u8(&wires_set) || !in.u32(&pid) || !in.u32(&cpus) ||
       !in.u64(&c.cpu_mask.bits[0]) || !in.u64(&c.cpu_mask.bits[1]) ||
       !in.u64(&c.cpu_mask.bits[2]) || !in.u32(&c.cpu_mask.beyond) ||
-      !in.str(&c.hostname) || !in.str(&c.boot_id) || !in.str(&c.ipc_ns) ||
-      !in.str(&c.net_ns) || !in.strs(&c.addresses) || !in.strs(&c.ofi)) {
+      !in.text(&c.hostname, l.hostname) || !in.text(&c.boot_id, l.boot_id) ||
+      !in.text(&c.ipc_ns, l.ipc_ns) || !in.text(&c.net_ns, l.net_ns) ||
+      !in.strs(&c.addresses) || !in.strs(&c.ofi)) {
     return bad("cut short or a length past its end");
   }
   if (!in.done()) {
@@ -235,7 +257,8 @@ std::vector<TcpCard> exchange_cards(SideChannel& sc, const TcpCard& mine) {
   cards.reserve(static_cast<size_t>(sc.size()));
   // Decoded where the bytes arrived: no string per rank in between.
   sc.all_gather_bytes(encode_card(mine), [&](int r, std::string_view raw) {
-    cards.push_back(decode_card(raw, r, sc.rank()));
+    cards.push_back(
+        decode_card(raw, r, sc.rank(), cards.empty() ? &mine : &cards.back()));
     if (cards.back().wires != mine.wires) {
       raise(ErrorKind::Config,
             rank_ref(r) + " uses " + std::to_string(cards.back().wires) +

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,37 @@
 
 namespace jaccl::detail {
 
+// Text that many cards hold alike (the host identity: every rank of a host
+// has the same hostname, boot id and namespaces): one reference-counted
+// copy. A rank keeps every rank's card, and at a thousand ranks a string
+// per field and card was most of the fresh memory that decoding them
+// faulted in (BENCHMARKS.md, History).
+class SharedText {
+ public:
+  SharedText() = default;
+  SharedText(std::string s)  // NOLINT: implicit, as a std::string field was
+      : p_(s.empty() ? nullptr
+                     : std::make_shared<const std::string>(std::move(s))) {}
+  SharedText(const char* s) : SharedText(std::string(s)) {}  // NOLINT
+  const std::string& str() const { return p_ != nullptr ? *p_ : empty_; }
+  operator const std::string&() const { return str(); }  // NOLINT
+  bool empty() const { return p_ == nullptr; }
+  // This text if it reads `v` (sharing the copy), else a new copy of v.
+  SharedText shared_or_new(std::string_view v) const {
+    return str() == v ? *this : SharedText(std::string(v));
+  }
+  friend bool operator==(const SharedText& a, const SharedText& b) {
+    return a.p_ == b.p_ || a.str() == b.str();
+  }
+  friend bool operator==(const SharedText& a, const std::string& b) {
+    return a.str() == b;
+  }
+
+ private:
+  std::shared_ptr<const std::string> p_;
+  static inline const std::string empty_;
+};
+
 struct TcpCard {
   int rank = -1;
   // Numeric addresses this rank listens on, best first; empty (and port 0)
@@ -20,13 +52,13 @@ struct TcpCard {
   std::vector<std::string> addresses;
   uint16_t port = 0;
   int wires = 1;
-  std::string hostname;
+  SharedText hostname;
   // For the shared-memory transport: same boot id and IPC namespace means
   // POSIX shared memory is shared. The network namespace tells whether a
   // loopback address is reachable.
-  std::string boot_id;
-  std::string ipc_ns;
-  std::string net_ns;
+  SharedText boot_id;
+  SharedText ipc_ns;
+  SharedText net_ns;
   int pid = 0;
   // CPUs this rank may run on (its affinity mask's count); 0 when not
   // said. cpu_mask: the mask itself, so that ranks of one host can count
@@ -52,7 +84,10 @@ TcpCard local_card(int rank, int wires, bool wires_set = true);
 std::string encode_card(const TcpCard& card);
 // Throws ProtocolError naming `from` (the rank that published it) when the
 // bytes are not a valid card or claim another rank. me is the reporting rank.
-TcpCard decode_card(std::string_view bytes, int from, int me);
+// `like`, when given, is a card decoded before (the previous rank's): its
+// host identity is shared where this card's reads the same.
+TcpCard decode_card(std::string_view bytes, int from, int me,
+                    const TcpCard* like = nullptr);
 
 // All-gathers the cards (rank order) and validates them: malformed cards and
 // a wires count other than ours are errors naming the rank.

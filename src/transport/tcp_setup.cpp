@@ -131,7 +131,7 @@ void plan_connections(TcpSetup& st, const DataWiresFn& want_data) {
       raise(ErrorKind::Config,
             rank_ref(p) + " listens on loopback (" + c.addresses.front() +
                 ") but runs on another host or network namespace (" +
-                c.hostname + "): set JACCL_IFNAME there",
+                c.hostname.str() + "): set JACCL_IFNAME there",
             {.rank = me, .peer = p});
     }
     if (st.with_control) {
@@ -286,8 +286,8 @@ void collect(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl) {
     const TcpCard& c = st.cards[static_cast<size_t>(missing_out.front())];
     what += " could not connect to " + ranks_ref(missing_out) + " (" +
             (missing_out.size() > 1 ? rank_ref(c.rank) + ": " : Detail()) +
-            c.hostname + ", " + HostPort{c.addresses.front(), c.port}.str() +
-            ")";
+            c.hostname.str() + ", " +
+            HostPort{c.addresses.front(), c.port}.str() + ")";
   }
   if (!missing_in.empty()) {
     what += std::string(missing_out.empty() ? "" : ";") +

@@ -274,6 +274,26 @@ TEST(TcpCard, RoundTripAndValidation) {
   EXPECT_FALSE(d.ipc_ns.empty());
   EXPECT_GT(c.cpus, 0);
   EXPECT_EQ(d.cpus, c.cpus);
+  EXPECT_EQ(d.hostname, c.hostname);
+  EXPECT_EQ(d.net_ns, c.net_ns);
+  // Decoded beside a card of another host and of this one (whose identity
+  // text it shares): the same fields either way.
+  TcpCard other = c;
+  other.hostname = "elsewhere";
+  other.boot_id = "another-boot";
+  other.net_ns = "";
+  for (const TcpCard* like : {&other, &d}) {
+    TcpCard e = decode_card(encode_card(c), 3, 0, like);
+    EXPECT_EQ(e.hostname, c.hostname);
+    EXPECT_EQ(e.boot_id, c.boot_id);
+    EXPECT_EQ(e.ipc_ns, c.ipc_ns);
+    EXPECT_EQ(e.net_ns, c.net_ns);
+    TcpCard f = decode_card(encode_card(other), 3, 0, like);
+    EXPECT_EQ(f.hostname.str(), "elsewhere");
+    EXPECT_EQ(f.boot_id.str(), "another-boot");
+    EXPECT_TRUE(f.net_ns.empty());
+    EXPECT_EQ(f.ipc_ns, c.ipc_ns);
+  }
   c.cpu_mask.bits[0] = 0x5;
   c.cpu_mask.bits[2] = uint64_t{1} << 63;
   c.cpu_mask.beyond = 9;
