@@ -189,10 +189,13 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
   shared_->parent_decide = std::move(inherit.decide);
   shared_->parent_held_from =
       shared_->parent_decide.empty() ? -1 : inherit.held_from;
-  taken_.resize(control_.size());
+  // A fresh group takes nothing over: taken_ stays empty rather than N
+  // empty entries (72 bytes each, fresh pages at every rank of a large job).
+  if (!taken_.empty())
+    taken_.resize(control_.size());
   for (int p = 0; p < size_; ++p) {
     if (p != rank_ && !control_[static_cast<size_t>(p)].valid() &&
-        !taken_[static_cast<size_t>(p)].lost) {
+        !lost_at(static_cast<size_t>(p))) {
       full_mesh_ = false;
     }
   }
@@ -208,10 +211,10 @@ LivenessMonitor::LivenessMonitor(int rank, std::vector<Fd> control,
   shared_->handing.assign(control_.size(), 0);
   shared_->handed.assign(control_.size(), 0);
   shared_->handed_fd.resize(control_.size());
-  shared_->handed_taken.resize(control_.size());
   for (size_t p = 0; p < control_.size(); ++p) {
     shared_->open[p] = control_[p].valid();
-    shared_->out[p] = std::move(taken_[p].out);
+    if (p < taken_.size())
+      shared_->out[p] = std::move(taken_[p].out);
   }
   std::weak_ptr<Shared> weak = shared_;
   FailureState* st = state_.get();
@@ -295,7 +298,7 @@ LivenessMonitor::Loop::Loop(LivenessMonitor& m)
       in_(n_),
       next_(n_),
       rbuf_(new char[kReadBytes]) {
-  for (size_t p = 0; p < n_; ++p) {
+  for (size_t p = 0; p < m.taken_.size(); ++p) {
     in_[p] = std::move(m.taken_[p].in);
   }
 }
@@ -567,7 +570,7 @@ void LivenessMonitor::Loop::run() {
   std::vector<pollfd> pfds;
   std::vector<size_t> owner;
   for (size_t p = 0; p < n_; ++p) {
-    if (!m_.taken_[p].lost) {
+    if (!m_.lost_at(p)) {
       continue;
     }
     const int r = static_cast<int>(p);

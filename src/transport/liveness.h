@@ -165,7 +165,8 @@ class LivenessMonitor {
   std::shared_ptr<FailureState> state_;
   std::shared_ptr<Shared> shared_;
   std::vector<Fd> control_;
-  std::vector<Taken> taken_;  // for the thread's first turn
+  std::vector<Taken> taken_;  // for the thread's first turn (or empty)
+  bool lost_at(size_t p) const { return p < taken_.size() && taken_[p].lost; }
   uint8_t gen_ = 0;
   bool full_mesh_ = true;
   std::thread thread_;

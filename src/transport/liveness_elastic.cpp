@@ -159,6 +159,8 @@ void LivenessMonitor::Loop::transfer() {
       continue;
     }
     if (control_[p].valid()) {
+      if (shared_.handed_taken.empty())
+        shared_.handed_taken.resize(n_);
       Taken& t = shared_.handed_taken[p];
       // The peer's next monitor's frames, then what is not yet a frame.
       t.in = std::move(next_[p]);
@@ -348,7 +350,8 @@ LivenessMonitor::HandOff LivenessMonitor::hand_off(
   for (size_t i = 0; i < peers.size(); ++i) {
     const auto u = static_cast<size_t>(peers[i]);
     out.peers[i].fd = std::move(shared_->handed_fd[u]);
-    out.peers[i].taken = std::move(shared_->handed_taken[u]);
+    if (u < shared_->handed_taken.size())
+      out.peers[i].taken = std::move(shared_->handed_taken[u]);
     out.peers[i].taken.lost = !out.peers[i].fd.valid();
   }
   return out;

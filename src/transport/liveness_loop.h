@@ -51,7 +51,7 @@ struct LivenessMonitor::Shared {
   // fd: lost first), and whether any hand-off happened.
   std::vector<char> handing, handed;
   std::vector<Fd> handed_fd;
-  std::vector<Taken> handed_taken;
+  std::vector<Taken> handed_taken;  // sized at the first hand-off
   bool handed_off = false;
   // Taken over (under mu): the parent's last decision as its monitor sent
   // it, and whom it came from (liveness.h: Inherit).
