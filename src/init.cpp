@@ -72,9 +72,10 @@ SideChannel make_side_channel(const Config& cfg) {
   }
   TcpStarOptions opt{rank, size, cfg.get_coordinator(), cfg.get_token(),
                      cfg.get_timeout()};
-  return SideChannel(rank, size, fp, make_tcp_star(opt),
+  TcpStarFns star = make_tcp_star_fns(opt);
+  return SideChannel(rank, size, fp, std::move(star.fn),
                      "TCP coordinator " + cfg.get_coordinator(),
-                     cfg.get_timeout(), false);
+                     cfg.get_timeout(), false, std::move(star.view));
 }
 
 }  // namespace detail

@@ -47,10 +47,11 @@ static_assert(sizeof(Header) == SideChannel::kHeaderBytes);
 // (pthread_exit, cancellation) must pass through: swallowing it aborts the
 // process. UBSan's null check misfires on binding the exception-less
 // __forced_unwind, hence the attribute.
+template <class Call>
 __attribute__((no_sanitize("undefined"))) std::exception_ptr call_user_fn(
-    const AllGatherFn& fn, const char* src, char* dst, size_t n) {
+    Call&& call) {
   try {
-    fn(src, dst, n);
+    call();
   } catch (abi::__forced_unwind&) {
     throw;
   } catch (...) {
@@ -104,12 +105,13 @@ std::string ConfigFingerprint::diff(uint64_t a, uint64_t b) {
 
 SideChannel::SideChannel(int rank, int size, uint64_t fingerprint,
                          AllGatherFn fn, std::string description,
-                         Millis timeout, bool user_supplied)
+                         Millis timeout, bool user_supplied, GatherViewFn view)
     : rank_(rank),
       size_(size),
       fingerprint_(fingerprint),
       instance_(random_u64()),
       fn_(std::move(fn)),
+      view_(std::move(view)),
       description_(std::move(description)),
       timeout_(timeout),
       user_supplied_(user_supplied) {
@@ -137,7 +139,8 @@ char* SideChannel::gathered(size_t bytes) {
   return gathered_.get();
 }
 
-void SideChannel::raw_call(const char* src, char* dst, size_t n) {
+void SideChannel::raw_call(const char* src, char* dst, size_t n,
+                           const char** in_place) {
   ErrorContext ctx{.rank = rank_};
   std::string what = "side-channel all-gather #" + std::to_string(seq_) + " (" +
                      description_ + ")";
@@ -157,7 +160,14 @@ void SideChannel::raw_call(const char* src, char* dst, size_t n) {
                       "its own deadline)",
                   timeout_);
   }
-  if (std::exception_ptr error = call_user_fn(fn_, src, dst, n)) {
+  std::exception_ptr error = call_user_fn([&] {
+    if (in_place != nullptr && view_) {
+      *in_place = view_(src, n);
+    } else {
+      fn_(src, dst, n);
+    }
+  });
+  if (error) {
     rethrow_as_error(error, ErrorKind::Io,
                      what + (user_supplied_ ? " threw" : " failed"), ctx);
   }
@@ -278,7 +288,7 @@ void SideChannel::check_frames(const char* frames, size_t stride,
   }
 }
 
-char* SideChannel::call_frames(const void* src, char* out, size_t n) {
+const char* SideChannel::call_frames(const void* src, char* out, size_t n) {
   const size_t P = static_cast<size_t>(size_);
   if (n > (size_t(1) << 40) / P) {
     raise(ErrorKind::Usage,
@@ -296,14 +306,20 @@ char* SideChannel::call_frames(const void* src, char* out, size_t n) {
   // overwrite them: at 4096 ranks that is 256 KiB of fresh memory (64 page
   // faults) less per rank and call. Not when the input lies inside it.
   std::vector<char> frame(frame_size, 0);
-  char* frames = out != nullptr && n >= frame_size && !src_in_dst
-                     ? out
-                     : gathered(frame_size * P);
   std::memcpy(frame.data(), &mine, sizeof(mine));
   if (n <= inline_bytes() && n > 0) {
     std::memcpy(frame.data() + kHeaderBytes, src, n);
   }
-  raw_call(frame.data(), frames, frame_size);
+  const char* frames = nullptr;
+  if (view_) {
+    raw_call(frame.data(), nullptr, frame_size, &frames);
+  } else {
+    char* to = out != nullptr && n >= frame_size && !src_in_dst
+                   ? out
+                   : gathered(frame_size * P);
+    raw_call(frame.data(), to, frame_size);
+    frames = to;
+  }
   check_frames(frames, frame_size, n);
   return frames;
 }
@@ -442,6 +458,25 @@ void SideChannel::all_gather_bytes(
                       static_cast<size_t>(lens[r]) - head);
     }
     each(static_cast<int>(r), heads[r]);
+  }
+}
+
+void SideChannel::all_gather_each(
+    const void* src, size_t n,
+    const std::function<void(int, const char*)>& each) {
+  if (n > inline_bytes()) {
+    raise(ErrorKind::Internal,
+          "side-channel all_gather_each of " + std::to_string(n) +
+              " bytes, more than a frame holds (" +
+              std::to_string(inline_bytes()) + ")",
+          {.rank = rank_});
+  }
+  const size_t stride = frame_bytes(size_);
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* frames = call_frames(src, nullptr, n);
+  ++seq_;
+  for (int r = 0; r < size_; ++r) {
+    each(r, frames + static_cast<size_t>(r) * stride + kHeaderBytes);
   }
 }
 

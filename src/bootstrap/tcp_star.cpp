@@ -140,9 +140,23 @@ class Client {
         lobby_(DialLobby::of(address_)) {}
 
   void call(const char* src, char* dst, size_t n) {
+    call_to(src, dst, n, nullptr);
+  }
+
+  // The result where it arrived, valid until the next call: in rank 0's
+  // shared memory when it could share it (no copy, and no fresh memory of
+  // size * n at this rank), else in a buffer of this client.
+  const char* view(const char* src, size_t n) {
+    const char* at = nullptr;
+    call_to(src, nullptr, n, &at);
+    return at;
+  }
+
+ private:
+  void call_to(const char* src, char* dst, size_t n, const char** in_place) {
     seq_ = calls_++;
     try {
-      exchange(src, dst, n);
+      exchange(src, dst, n, in_place);
     } catch (...) {
       if (coord_.valid()) {
         // Let rank 0 see us go now rather than at its next write.
@@ -152,7 +166,6 @@ class Client {
     }
   }
 
- private:
   std::string call_name() const {
     return "all-gather #" + std::to_string(seq_);
   }
@@ -403,7 +416,8 @@ class Client {
     }
   }
 
-  void exchange(const char* src, char* dst, size_t n) {
+  // With in_place, dst is null and *in_place says where the result is.
+  void exchange(const char* src, char* dst, size_t n, const char** in_place) {
     // Both deadlines start now: the first call, connection included, is
     // bounded by the timeout (plus the grace for rank 0's report).
     const Deadline dl = o_.timeout.count() > 0
@@ -466,8 +480,16 @@ class Client {
             client_ctx());
     }
     if (shared) {
-      read_shared(static_cast<size_t>(h->length), dst, want, dl);
+      read_shared(static_cast<size_t>(h->length), dst, want, dl, in_place);
       return;
+    }
+    if (in_place != nullptr) {
+      if (own_size_ < want) {
+        own_.reset(new char[want]);  // not zeroed: the reply fills it
+        own_size_ = want;
+      }
+      dst = own_.get();
+      *in_place = dst;
     }
     // Both ways through a buffer of the pool (ReceivePool): the result
     // itself is fresh to the kernel.
@@ -516,7 +538,8 @@ class Client {
   }
 
   // A reply with flag kShared: where in rank 0's shared memory the result is.
-  void read_shared(size_t len, char* dst, size_t want, const Deadline& dl) {
+  void read_shared(size_t len, char* dst, size_t want, const Deadline& dl,
+                   const char** in_place) {
     std::vector<uint8_t> body(len);
     recv_reply(body.data(), body.size(), dl);
     std::string why;
@@ -532,7 +555,11 @@ class Client {
                 " is malformed: " + why,
             client_ctx());
     }
-    shared_.read(*ref, dst, client_ctx());
+    if (in_place != nullptr) {
+      *in_place = shared_.locate(*ref, client_ctx());
+    } else {
+      shared_.read(*ref, dst, client_ctx());
+    }
   }
 
   // The body of a reply, `want` bytes, through read(done, room), which
@@ -612,6 +639,8 @@ class Client {
   uint64_t seq_ = 0;  // number of the call in progress
   std::shared_ptr<DialLobby> lobby_;
   star::SharedReader shared_;
+  std::unique_ptr<char[]> own_;  // view()'s results that came over TCP
+  size_t own_size_ = 0;
   Fd coord_;
   std::string dropped_;         // why the last handshake broke off
   bool verdict_due_ = false;    // the handshake's verdict is not read yet
@@ -623,12 +652,33 @@ class Client {
 struct Guard {
   std::mutex mu;
   std::exception_ptr failed;
-  AllGatherFn fn;
+  int rank = 0;
+  int size = 0;
+
+  template <class Call>
+  auto run(size_t n, Call&& call) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed) {
+      std::rethrow_exception(failed);
+    }
+    try {
+      if (n != 0 &&
+          static_cast<size_t>(size) > std::numeric_limits<size_t>::max() / n) {
+        raise(ErrorKind::Usage,
+              "all-gather of " + std::to_string(n) + " bytes overflows",
+              {.rank = rank});
+      }
+      return call();
+    } catch (...) {
+      failed = std::current_exception();
+      throw;
+    }
+  }
 };
 
 }  // namespace
 
-AllGatherFn make_tcp_star(const TcpStarOptions& o) {
+TcpStarFns make_tcp_star_fns(const TcpStarOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     raise(ErrorKind::Config,
           "TCP coordinator: rank " + std::to_string(o.rank) +
@@ -637,40 +687,34 @@ AllGatherFn make_tcp_star(const TcpStarOptions& o) {
   }
   if (o.size == 1) {
     // Nobody to talk to: no sockets at all.
-    return [](const char* src, char* dst, size_t n) {
-      if (n != 0) {
-        std::memmove(dst, src, n);
-      }
-    };
+    return {[](const char* src, char* dst, size_t n) {
+              if (n != 0) {
+                std::memmove(dst, src, n);
+              }
+            },
+            nullptr};
   }
   auto g = std::make_shared<Guard>();
+  g->rank = o.rank;
+  g->size = o.size;
   if (o.rank == 0) {
-    g->fn = star::make_server(o);
-  } else {
-    auto client = std::make_shared<Client>(o);
-    g->fn = [client](const char* src, char* dst, size_t n) {
-      client->call(src, dst, n);
-    };
+    auto server = star::make_server(o);
+    return {[g, server](const char* src, char* dst, size_t n) {
+              g->run(n, [&] { server(src, dst, n); });
+            },
+            nullptr};
   }
-  return
-      [g, rank = o.rank, size = o.size](const char* src, char* dst, size_t n) {
-        std::lock_guard<std::mutex> lock(g->mu);
-        if (g->failed) {
-          std::rethrow_exception(g->failed);
-        }
-        try {
-          if (n != 0 && static_cast<size_t>(size) >
-                            std::numeric_limits<size_t>::max() / n) {
-            raise(ErrorKind::Usage,
-                  "all-gather of " + std::to_string(n) + " bytes overflows",
-                  {.rank = rank});
-          }
-          g->fn(src, dst, n);
-        } catch (...) {
-          g->failed = std::current_exception();
-          throw;
-        }
-      };
+  auto client = std::make_shared<Client>(o);
+  return {[g, client](const char* src, char* dst, size_t n) {
+            g->run(n, [&] { client->call(src, dst, n); });
+          },
+          [g, client](const char* src, size_t n) {
+            return g->run(n, [&] { return client->view(src, n); });
+          }};
+}
+
+AllGatherFn make_tcp_star(const TcpStarOptions& o) {
+  return make_tcp_star_fns(o).fn;
 }
 
 }  // namespace jaccl::detail

@@ -193,8 +193,8 @@ ShmSegment open_ref(const SharedRef& ref, const ErrorContext& ctx) {
 
 }  // namespace
 
-void SharedReader::read(const SharedRef& ref, char* dst,
-                        const ErrorContext& ctx) {
+const char* SharedReader::locate(const SharedRef& ref,
+                                 const ErrorContext& ctx) {
   const bool fresh = !seg_ || key_ != ref.key;
   if (fresh) {
     // Never destroyed: a rank may still read while the process exits.
@@ -223,8 +223,14 @@ void SharedReader::read(const SharedRef& ref, char* dst,
   if (fresh) {
     mapped_count(*seg_).fetch_add(1);  // this rank has mapped it
   }
+  return seg_->data() + ref.offset;
+}
+
+void SharedReader::read(const SharedRef& ref, char* dst,
+                        const ErrorContext& ctx) {
+  const char* at = locate(ref, ctx);
   if (ref.length != 0) {
-    std::memcpy(dst, seg_->data() + ref.offset, ref.length);
+    std::memcpy(dst, at, ref.length);
   }
 }
 

@@ -82,14 +82,17 @@ class SharedResults {
   bool warned_ = false;
 };
 
-// A rank's side: copies a shared result into its output. The mapping is
-// shared by the ranks of a process (thread ranks by the thousand would
-// otherwise each fault the segment's pages in).
+// A rank's side: copies a shared result into its output, or says where it
+// is. The mapping is shared by the ranks of a process (thread ranks by the
+// thousand would otherwise each fault the segment's pages in).
 class SharedReader {
  public:
   // Throws Io when the segment cannot be opened, Protocol when it is not the
   // one the reference names.
   void read(const SharedRef& ref, char* dst, const ErrorContext& ctx);
+  // Where the result is in the mapping: valid until this rank's next call
+  // (rank 0 writes the next result only once every rank has asked for it).
+  const char* locate(const SharedRef& ref, const ErrorContext& ctx);
 
  private:
   std::shared_ptr<const ShmSegment> seg_;

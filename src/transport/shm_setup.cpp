@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "common/affinity.h"
 #include "common/bytes.h"
@@ -88,12 +90,13 @@ struct Setup {
   // ours; else 0), from phase 1: not the whole messages (200 KiB of fresh
   // pages at 1024 ranks).
   std::vector<pid_t> pids;
-  // Every gather's result, overwritten by the next: N messages (200 KiB at
-  // 1024 ranks), whose fresh pages cost a rank more than the rest of a
-  // phase, are made once rather than per phase.
-  std::vector<SetupMsg> gathered;
-  std::string name;   // "jaccl-<nonce>"
-  int host_cpus = 1;  // the CPUs the members may run on
+  // The failed ranks' messages of the last gather, in rank order (the
+  // messages are read where they arrived, not copied: N of them were 200
+  // KiB of fresh pages at 1024 ranks, at ~10 us a page on a VM).
+  std::vector<std::pair<int, SetupMsg>> failures;
+  std::vector<int> sorted_members;  // for is_member
+  std::string name;                 // "jaccl-<nonce>"
+  int host_cpus = 1;                // the CPUs the members may run on
 
   SetupMsg blank(uint8_t phase) const {
     SetupMsg w;
@@ -134,25 +137,38 @@ struct Setup {
     }
   }
 
-  // Valid until the next gather.
-  const std::vector<SetupMsg>& gather(const SetupMsg& mine) {
-    std::vector<SetupMsg>& all = gathered;
-    all.resize(static_cast<size_t>(sc->size()));
-    sc->all_gather(&mine, all.data(), sizeof(SetupMsg));
-    for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r].magic != kSetupMagic || all[r].phase != mine.phase) {
+  bool is_member(int r) const {
+    return std::binary_search(sorted_members.begin(), sorted_members.end(), r);
+  }
+
+  // One gather: each rank's message, checked, handed to each(rank, message)
+  // in rank order; the failed ones are kept (failures).
+  void gather(const SetupMsg& mine,
+              const std::function<void(int, const SetupMsg&)>& each = {}) {
+    if (sorted_members.empty()) {
+      sorted_members = members;
+      std::sort(sorted_members.begin(), sorted_members.end());
+    }
+    failures.clear();
+    sc->all_gather_each(&mine, sizeof(SetupMsg), [&](int r, const char* at) {
+      SetupMsg m;
+      std::memcpy(&m, at, sizeof(m));
+      if (m.magic != kSetupMagic || m.phase != mine.phase) {
         raise(ErrorKind::Protocol,
               "shared-memory set-up message out of step (phase " +
-                  std::to_string(all[r].phase) + ", expected " +
+                  std::to_string(m.phase) + ", expected " +
                   std::to_string(mine.phase) + ")",
-              {.rank = rank, .peer = static_cast<int>(r)});
+              {.rank = rank, .peer = r});
       }
-      all[r].what[sizeof(all[r].what) - 1] = '\0';
-    }
-    for (int m : members) {
-      host_failed = host_failed || all[static_cast<size_t>(m)].failed != 0;
-    }
-    return all;
+      m.what[sizeof(m.what) - 1] = '\0';
+      if (m.failed != 0) {
+        failures.emplace_back(r, m);
+        host_failed = host_failed || is_member(r);
+      }
+      if (each) {
+        each(r, m);
+      }
+    });
   }
 
   HandoffPeer peer(int r) const {
@@ -164,14 +180,13 @@ struct Setup {
     return w.pid_ns != 0 && w.pid_ns == ours ? w.pid : 0;
   }
 
-  // Keeps what later phases need of the first gather's messages.
-  void keep_first(const std::vector<SetupMsg>& all) {
-    head = all[static_cast<size_t>(creator)];
-    const uint64_t ours = pid_namespace();
-    pids.resize(all.size());
-    for (size_t r = 0; r < all.size(); ++r) {
-      pids[r] = pid_here(all[r], ours);
+  // Keeps what later phases need of the first gather's message of rank r.
+  void keep_first(int r, const SetupMsg& m, uint64_t our_pid_ns) {
+    if (r == creator) {
+      head = m;
     }
+    pids.resize(static_cast<size_t>(sc->size()));
+    pids[static_cast<size_t>(r)] = pid_here(m, our_pid_ns);
   }
 
   void check_layout(const ShmSegment& seg) const {
@@ -189,26 +204,24 @@ struct Setup {
 
   // After the last gather: this rank's own failure, else the first failure
   // on its host (the creator's comes first), else the first in the job.
-  void raise_first_failure(const std::vector<SetupMsg>& last) const {
+  void raise_first_failure() const {
     if (error) {
       std::rethrow_exception(error);
     }
-    int bad = -1;
+    if (failures.empty()) {
+      return;
+    }
+    const std::pair<int, SetupMsg>* first = &failures.front();
     for (int m : members) {
-      if (last[static_cast<size_t>(m)].failed != 0) {
-        bad = m;
+      auto it = std::find_if(failures.begin(), failures.end(),
+                             [&](const auto& f) { return f.first == m; });
+      if (it != failures.end()) {
+        first = &*it;
         break;
       }
     }
-    for (size_t r = 0; r < last.size() && bad < 0; ++r) {
-      if (last[r].failed != 0) {
-        bad = static_cast<int>(r);
-      }
-    }
-    if (bad < 0) {
-      return;
-    }
-    const SetupMsg& w = last[static_cast<size_t>(bad)];
+    const int bad = first->first;
+    const SetupMsg& w = first->second;
     int kind = std::clamp(w.kind, 0, static_cast<int>(ErrorKind::Internal));
     raise(static_cast<ErrorKind>(kind),
           "shared-memory set-up failed on " + rank_ref(bad) + ": " +
@@ -444,9 +457,10 @@ std::optional<ShmChannel> quick_setup(const Config& cfg,
   s.head = w;
   s.pids.assign(n, 0);
   s.pids[static_cast<size_t>(s.creator)] = Setup::pid_here(w, pid_namespace());
-  std::vector<SetupMsg> last(n, s.blank(1));
-  last[static_cast<size_t>(s.creator)] = w;
-  s.raise_first_failure(last);
+  if (w.failed != 0) {
+    s.failures.emplace_back(s.creator, w);
+  }
+  s.raise_first_failure();
   s.name = "jaccl-" + to_hex(w.nonce, sizeof(w.nonce));
   if (!creator && !map_from_proc(s, seg)) {
     raise(ErrorKind::Io,
@@ -556,15 +570,14 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     return x;
   }();
   try {
-    const auto& first = s.gather(w);
-    s.keep_first(first);
     std::vector<CpuMask> masks;
-    for (int m : members) {
-      const SetupMsg& f = first[static_cast<size_t>(m)];
-      if (!f.failed) {
+    const uint64_t our_pid_ns = pid_namespace();
+    s.gather(w, [&](int r, const SetupMsg& f) {
+      s.keep_first(r, f, our_pid_ns);
+      if (!f.failed && s.is_member(r)) {
         masks.push_back(f.cpus);
       }
-    }
+    });
     s.host_cpus = cpus_in_union(masks);
     const SetupMsg& head = s.head;
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
@@ -592,12 +605,14 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
               : creator || conn.reach != HandoffConn::Reach::Unreachable
                   ? kReach
                   : 0;
-    const auto& second = s.gather(w);
     std::vector<int> unreachable;
     std::vector<int> unmapped;  // the members the socket must serve
     bool all_mapped = true;
-    for (int m : members) {
-      const uint8_t got = second[static_cast<size_t>(m)].reach;
+    s.gather(w, [&](int m, const SetupMsg& second) {
+      if (!s.is_member(m)) {
+        return;
+      }
+      const uint8_t got = second.reach;
       if (got == 0) {
         unreachable.push_back(m);
       }
@@ -605,12 +620,12 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
       if (got != kMapped && m != rank) {
         unmapped.push_back(m);
       }
-    }
+    });
     if (all_mapped && !s.host_failed) {
       // Every member holds the memfd: the creator's descriptor and socket go.
       listener.reset();
       seg.close_fd();
-      s.raise_first_failure(second);
+      s.raise_first_failure();
       return finish(cfg, s, me, std::move(seg), true, conns);
     }
     use_memfd = unreachable.empty();
@@ -662,13 +677,13 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     });
     listener.reset();
     conn = HandoffConn{};
-    const auto& last = s.gather(s.blank(4));
+    s.gather(s.blank(4));
     if (named) {
       // Every member, not just the creator: covers a creator that dies now.
       ::shm_unlink(("/" + s.name).c_str());
       seg.unlink();
     }
-    s.raise_first_failure(last);
+    s.raise_first_failure();
   } catch (...) {
     // Whoever fails removes the name, so a dead creator leaves nothing.
     if (named) {

@@ -16,15 +16,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bootstrap/side_channel.h"
 #include "bootstrap/tcp_star.h"
 #include "bootstrap/tcp_star_shared.h"
 #include "common/handshake.h"
@@ -990,6 +993,109 @@ TEST(CoordinatorShared, AReferenceNobodyBacksIsNamed) {
 // A rank in another pid namespace (a container of its own) cannot open
 // rank 0's memfd through /proc: its key differs, so it gets the results
 // over TCP while the ranks beside rank 0 read them from shared memory.
+// The name of the mapping of this process that holds `at` ("" if none),
+// from /proc/self/maps.
+std::string mapping_of(const void* at) {
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (f == nullptr) {
+    return "";
+  }
+  const auto a = reinterpret_cast<uintptr_t>(at);
+  char line[4096];
+  std::string name;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    int used = 0;
+    if (std::sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &used) >= 2 &&
+        a >= lo && a < hi) {
+      name = std::string(line + used);
+      break;
+    }
+  }
+  std::fclose(f);
+  return name;
+}
+
+// A SideChannel over the star with its view: at 256 ranks a call's frames
+// (64 KiB) reach the ranks as rank 0's shared reply, where they are read in
+// place, and every helper still hands back every rank's bytes.
+TEST(CoordinatorShared, ASideChannelReadsItsFramesInRankZerosSharedReply) {
+  const int size = 256;
+  const std::string a = "127.0.0.1:" + std::to_string(free_loopback_port());
+  std::vector<std::string> err(size);
+  std::string where;  // rank 1's mapping of its frames
+  std::vector<std::thread> ts;
+  for (int r = 0; r < size; ++r) {
+    ts.emplace_back([&, r] {
+      try {
+        auto fns = detail::make_tcp_star_fns({r, size, a, "", 60s});
+        EXPECT_EQ(static_cast<bool>(fns.view), r != 0);
+        detail::SideChannel sc(r, size, 7, fns.fn, "test star", 60s, false,
+                               fns.view);
+        const uint64_t mine = 1000 + static_cast<uint64_t>(r);
+        int seen = 0;
+        sc.all_gather_each(&mine, sizeof(mine), [&](int q, const char* at) {
+          uint64_t v = 0;
+          std::memcpy(&v, at, sizeof(v));
+          if (v != 1000 + static_cast<uint64_t>(q)) {
+            throw std::runtime_error("all_gather_each: rank " +
+                                     std::to_string(q) + " gave " +
+                                     std::to_string(v));
+          }
+          if (r == 1 && q == 0) {
+            where = mapping_of(at);
+          }
+          ++seen;
+        });
+        if (seen != size) {
+          throw std::runtime_error("all_gather_each saw " +
+                                   std::to_string(seen) + " ranks");
+        }
+        auto vals = sc.all_gather_value<int32_t>(3 * r);
+        for (int q = 0; q < size; ++q) {
+          if (vals[static_cast<size_t>(q)] != 3 * q) {
+            throw std::runtime_error("all_gather_value at rank " +
+                                     std::to_string(q));
+          }
+        }
+        // Past a frame's inline part: the payloads follow in a second call.
+        std::vector<char> big(300, static_cast<char>(r));
+        auto all = sc.all_gather(big.data(), big.size());
+        for (int q = 0; q < size; ++q) {
+          for (size_t i = 0; i < big.size(); ++i) {
+            if (all[static_cast<size_t>(q) * big.size() + i] !=
+                static_cast<char>(q)) {
+              throw std::runtime_error("all_gather of 300 bytes at rank " +
+                                       std::to_string(q));
+            }
+          }
+        }
+        const auto bytes = sc.all_gather_bytes(std::string(
+            static_cast<size_t>(r % 7) * 60, static_cast<char>('a' + r % 26)));
+        for (int q = 0; q < size; ++q) {
+          if (bytes[static_cast<size_t>(q)] !=
+              std::string(static_cast<size_t>(q % 7) * 60,
+                          static_cast<char>('a' + q % 26))) {
+            throw std::runtime_error("all_gather_bytes at rank " +
+                                     std::to_string(q));
+          }
+        }
+        sc.leave_barrier();
+      } catch (const std::exception& e) {
+        err[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ts) {
+    t.join();
+  }
+  for (int r = 0; r < size; ++r) {
+    EXPECT_EQ(err[static_cast<size_t>(r)], "") << "rank " << r;
+  }
+  EXPECT_NE(where.find("memfd:jaccl-star-"), std::string::npos)
+      << "rank 1 read its frames from: '" << where << "'";
+}
+
 TEST(CoordinatorShared, ARankInAnotherPidNamespaceGetsTheBytes) {
   auto probe =
       run("unshare", {"--pid", "--fork", "--mount-proc", "true"}, {}, 10s);
