@@ -337,10 +337,13 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
     }
     return tcp_data_wires(plan, rank, /*network_data=*/!use_ofi);
   };
+  // One host, shared memory only: the monitor starts after the shared-memory
+  // set-up's first gather instead of behind a barrier of its own.
   ControlBlock conns =
       setup_tcp(cfg, sc, want_data,
                 ofi != nullptr ? ofi->card() : std::vector<std::string>(),
-                takeover != nullptr ? takeover->slot : nullptr);
+                takeover != nullptr ? takeover->slot : nullptr,
+                [&] { return plan.layout == Layout::Shm; });
   if (plan.layout == Layout::Flat && !use_ofi && cfg.get_size() > 1) {
     conns.bank = std::make_shared<WireBank>();
   }
@@ -351,7 +354,11 @@ std::shared_ptr<Group> make_group(const Config& cfg, SideChannel& sc,
   if (plan.layout == Layout::Shm) {
     std::vector<int> all(static_cast<size_t>(cfg.get_size()));
     std::iota(all.begin(), all.end(), 0);
-    return make_shm_group(cfg, sc, conns, all);
+    auto group = make_shm_group(cfg, sc, conns, all);
+    if (control != nullptr && conns.monitor_slot) {
+      control->monitor = conns.monitor_slot->monitor;
+    }
+    return group;
   }
   if (plan.layout == Layout::Hier) {
     return make_hier_group(cfg, sc, std::move(conns), std::move(plan.map),

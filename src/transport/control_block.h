@@ -78,6 +78,12 @@ struct ControlBlock {
   // of rounds of every member, and the commit agreement that follows the
   // set-up tells whether every member mapped the segment (shm_setup.h).
   std::function<std::string(std::string_view, int)> broadcast;
+  // Set instead of monitor by setup_tcp's monitor_later: starts the liveness
+  // monitor into monitor_slot (the keepalive). The caller runs it once a
+  // side-channel round of every rank has followed the set-up, which proves
+  // every rank connected, as setup_tcp's own barrier does otherwise.
+  std::function<void()> start_monitor;
+  std::shared_ptr<MonitorSlot> monitor_slot;
 
   Deadline op_deadline() const { return Deadline::after(op_timeout); }
 };

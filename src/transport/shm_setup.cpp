@@ -579,6 +579,10 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
       }
     });
     s.host_cpus = cpus_in_union(masks);
+    // Every rank has left setup_tcp, connected: its monitor may start.
+    if (conns.start_monitor) {
+      s.step([&] { conns.start_monitor(); });
+    }
     const SetupMsg& head = s.head;
     s.name = "jaccl-" + to_hex(head.nonce, sizeof(head.nonce));
     HandoffSecret secret;

@@ -124,6 +124,10 @@ using DataWiresFn =
 // connections over: group/shrink.cpp) no control connections are made and
 // no monitor started: the keepalive is `later`, where the caller puts the
 // monitor once it has one.
+// With monitor_later returning true (asked once the wires are planned), no
+// barrier and no monitor: conns.start_monitor starts it, once the caller's
+// own side-channel round has proved every rank connected (the
+// shared-memory set-up's first gather; a round of every process less).
 // Size 1: no sockets. ofi_card goes into this rank's card (TcpCard::ofi),
 // for the ofi transport. Two side-channel calls (the cards in one, unless
 // one is longer than SideChannel::inline_bytes() - 8, and the barrier); a
@@ -137,6 +141,7 @@ void count_host_cpus(const std::vector<TcpCard>& cards, int me,
 ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
                        const DataWiresFn& want_data = nullptr,
                        std::vector<std::string> ofi_card = {},
-                       std::shared_ptr<MonitorSlot> later = nullptr);
+                       std::shared_ptr<MonitorSlot> later = nullptr,
+                       const std::function<bool()>& monitor_later = nullptr);
 
 }  // namespace jaccl::detail

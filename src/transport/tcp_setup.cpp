@@ -352,7 +352,8 @@ void tune_sockets(TcpSetup& st) {
 ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
                        const DataWiresFn& want_data,
                        std::vector<std::string> ofi_card,
-                       std::shared_ptr<MonitorSlot> later) {
+                       std::shared_ptr<MonitorSlot> later,
+                       const std::function<bool()>& monitor_later) {
   TcpSetup st{.cfg = cfg, .me = cfg.get_rank(), .size = cfg.get_size()};
   st.with_control = later == nullptr;
   st.conns.rank = st.me;
@@ -410,9 +411,21 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
     st.conns.shrink = true;
     return std::move(st.conns);
   }
+  // Started only once every rank is connected, so no rank's silence clock
+  // runs while a peer is still connecting to someone else.
+  if (monitor_later && monitor_later()) {
+    auto slot = std::make_shared<MonitorSlot>();
+    auto control = std::make_shared<std::vector<Fd>>(std::move(st.control));
+    st.conns.start_monitor = [slot, control, me = st.me, state = st.conns.state,
+                              hb = cfg.get_heartbeat_timeout()] {
+      slot->monitor =
+          std::make_shared<LivenessMonitor>(me, std::move(*control), state, hb);
+    };
+    st.conns.monitor_slot = slot;
+    st.conns.keepalive = std::move(slot);
+    return std::move(st.conns);
+  }
   sc.barrier();  // every rank is connected
-  // Started only now, so no rank's silence clock runs while a peer is still
-  // connecting to someone else.
   st.conns.monitor = std::make_shared<LivenessMonitor>(
       st.me, std::move(st.control), st.conns.state,
       cfg.get_heartbeat_timeout());
