@@ -80,8 +80,8 @@ bool dials(int from, int to, const std::vector<char>& listens) {
     return false;
   }
   int i = std::min(from, to), j = std::max(from, to);
-  bool i_dials_j = listens[j] != 0;
-  bool j_dials_i = !i_dials_j && listens[i] != 0;
+  bool j_dials_i = listens[i] != 0;
+  bool i_dials_j = !j_dials_i && listens[j] != 0;
   return from == i ? i_dials_j : j_dials_i;
 }
 

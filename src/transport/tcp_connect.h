@@ -50,7 +50,12 @@ int data_wires_between(int a, int b, int size, int wires);
 // threads each, would outnumber the CPUs the least of them may run on.
 int default_tcp_wires(const std::vector<TcpCard>& cards,
                       bool leaders_only = false);
-// Whether rank `from` dials rank `to` (listens[r]: rank r listens).
+// Whether rank `from` dials rank `to` (listens[r]: rank r listens): the
+// higher rank of a pair dials the lower one where that listens. A one-host
+// job's control connections are a star at rank 0: every rank dials it from
+// its own thread, and rank 0's one acceptor takes them all (rank 0 dialing
+// made every rank start an acceptor thread and wake it, at ~0.1 ms a
+// switch into one of 1024 processes on a VM).
 bool dials(int from, int to, const std::vector<char>& listens);
 // ConfigError (reported by rank me) if some pair has no listener.
 void check_listen_pairs(const std::vector<char>& listens, int me);

@@ -161,8 +161,8 @@ void dial_all(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl,
       }
       const Job& j = st.jobs[i];
       const TcpCard& c = st.cards[static_cast<size_t>(j.peer)];
-      Hello h{j.channel, st.me, st.size, j.wire, job_fp, random_nonce()};
       try {
+        Hello h{j.channel, st.me, st.size, j.wire, job_fp, random_nonce()};
         Fd fd = dial_peer(c.addresses, c.port, h, st.cfg.get_token(), dl, stop,
                           st.me);
         if (!fd.valid()) {
@@ -188,10 +188,15 @@ void dial_all(TcpSetup& st, TcpAcceptor* acceptor, const Deadline& dl,
       }
     }
   };
+  // The calling thread dials too: a rank with one connection to make (a
+  // one-host job's control connection to rank 0) starts no thread.
   std::vector<std::thread> pool;
-  size_t n_threads = std::min<size_t>(st.jobs.size(), 8);
-  for (size_t t = 0; t < n_threads; ++t) {
+  const size_t n_threads = std::min<size_t>(st.jobs.size(), 8);
+  for (size_t t = 1; t < n_threads; ++t) {
     pool.emplace_back(dialer);
+  }
+  if (n_threads > 0) {
+    dialer();
   }
   for (auto& t : pool) {
     t.join();

@@ -406,11 +406,14 @@ TEST(Topology, WiresAndDirection) {
   EXPECT_EQ(data_wires_between(0, 5, 20, 3), 1);
   EXPECT_EQ(data_wires_between(4, 4, 20, 3), 0);
   std::vector<char> all{1, 1, 1};
-  EXPECT_TRUE(dials(0, 2, all));
-  EXPECT_FALSE(dials(2, 0, all));
+  EXPECT_TRUE(dials(2, 0, all));
+  EXPECT_FALSE(dials(0, 2, all));
   std::vector<char> two_silent{1, 1, 0};
   EXPECT_TRUE(dials(2, 0, two_silent));
   EXPECT_FALSE(dials(0, 2, two_silent));
+  std::vector<char> zero_silent{0, 1, 1};
+  EXPECT_TRUE(dials(0, 2, zero_silent));
+  EXPECT_FALSE(dials(2, 0, zero_silent));
   EXPECT_NO_THROW(check_listen_pairs(two_silent, 0));
   EXPECT_THROW(check_listen_pairs({0, 1, 0}, 0), ConfigError);
 }
@@ -508,14 +511,19 @@ TEST(TcpSetup, TimeoutNamesTheMissingRanks) {
 
 // Rank 0 sets up for real; rank 1 only publishes a card (listening on a
 // socket nobody serves, or not listening) and never connects.
+// The higher rank of a pair dials the lower one (where it listens): a mute
+// peer that listens is dialed by rank 1 under test; one that does not
+// listen is the rank 1 that rank 0 under test waits for.
 std::string setup_against_mute_peer(bool peer_listens) {
+  const int me = peer_listens ? 1 : 0;
+  const int peer = 1 - me;
   auto hub = InProcessHub::create(2, Millis(30000));
   Fd mute = listen_tcp(resolve(HostPort{"127.0.0.1", 0}), 64);
   std::string what = "no error";
-  std::thread peer([&] {
-    SideChannel sc(1, 2, 0, hub->for_rank(1), "in-process", Millis(30000),
+  std::thread mute_rank([&] {
+    SideChannel sc(peer, 2, 0, hub->for_rank(peer), "in-process", Millis(30000),
                    false);
-    TcpCard card = local_card(1, 2);
+    TcpCard card = local_card(peer, 2);
     if (peer_listens) {
       card.addresses = {"127.0.0.1"};
       card.port = port_of(local_address(mute.get()));
@@ -524,8 +532,8 @@ std::string setup_against_mute_peer(bool peer_listens) {
   });
   try {
     Config cfg;
-    cfg.set_rank(0).set_size(2).set_timeout(Millis(1000));
-    SideChannel sc(0, 2, 0, hub->for_rank(0), "in-process", Millis(30000),
+    cfg.set_rank(me).set_size(2).set_timeout(Millis(1000));
+    SideChannel sc(me, 2, 0, hub->for_rank(me), "in-process", Millis(30000),
                    false);
     auto conns = setup_tcp(cfg, sc);
   } catch (const TimeoutError& e) {
@@ -533,13 +541,13 @@ std::string setup_against_mute_peer(bool peer_listens) {
   } catch (const std::exception& e) {
     what = std::string("wrong error: ") + e.what();
   }
-  peer.join();
+  mute_rank.join();
   return what;
 }
 
 TEST(TcpSetup, TimeoutNamesTheRankWeCannotReach) {
   std::string what = setup_against_mute_peer(true);
-  EXPECT_NE(what.find("could not connect to rank 1"), std::string::npos)
+  EXPECT_NE(what.find("could not connect to rank 0"), std::string::npos)
       << what;
 }
 
