@@ -7,7 +7,10 @@
 #
 # BOOTSTRAP_SCALE_BASELINE=<build dir> adds the same jobs from another build
 # (e.g. an earlier commit's), alternated with this one's in each repetition,
-# up to BASELINE_MAX_N ranks (an old build may take minutes at 1024).
+# up to BASELINE_MAX_N ranks (an old build may take minutes at 1024;
+# BOOTSTRAP_SCALE_BASELINE_MAX_N=1024 for a recent one, and then the 1024
+# jobs run the section's repetitions too, alternated: this machine's spread
+# at 1024 is seconds).
 import os
 import platform
 import resource
@@ -16,7 +19,7 @@ import time
 
 TITLE = "At scale: 1024 processes through jaccl-run, 4096 thread ranks"
 LEVEL = 3  # a subsection of the core `## Bootstrap`
-BASELINE_MAX_N = 256
+BASELINE_MAX_N = int(os.environ.get("BOOTSTRAP_SCALE_BASELINE_MAX_N", "256"))
 
 
 def _read(path):
@@ -89,7 +92,9 @@ def run(ctx):
     failed = set()
     for n in ns:
         # The largest jobs once: they load the machine for everyone on it.
-        reps = 1 if n >= 1024 else max(1, min(ctx["reps"], 3))
+        # (Alternated with a baseline, as often as the smaller ones.)
+        paired = len(builds) > 1 and n <= BASELINE_MAX_N
+        reps = 1 if n >= 1024 and not paired else max(1, min(ctx["reps"], 3))
         for rep in range(reps):
             order = builds if rep % 2 == 0 else builds[::-1]
             for label, jrun, first in order:
@@ -160,7 +165,8 @@ def render(res):
         "of the job's (every rank and jaccl-run), and, summed over the "
         "ranks, what `init` and the first all_sum took (getrusage, every "
         "thread), with `init`'s minor page faults per rank. Median of the "
-        "repetitions (one at 1024).",
+        "repetitions (one at 1024, unless a baseline build is alternated "
+        "there).",
         "",
         f"Run {res.get('date', '?')} at {res.get('commit', '?')}; "
         f"{st['cpus']} CPUs, kernel {st['kernel']}, {st['mem_available']} "
@@ -352,13 +358,23 @@ GROWTH = [
     "wake-ups, each rescanning N ranks) and every rank read every rank's "
     "slot (N^2 page faults, each mapping a whole slot): now only the last "
     "arrival wakes the sleepers, and from 64 ranks rank 0 reduces small "
-    "inputs and the others copy its result. A `baseline` row, where "
+    "inputs and the others copy its result. Each round's frames are read "
+    "where they arrived, in rank 0's shared reply, not copied out, and "
+    "the shared-memory set-up keeps none of the N messages it reads. Every "
+    "rank dials its control connection to rank 0 itself (rank 0 dialing "
+    "made every rank start an acceptor thread and wake it). On this kind "
+    "of VM the switches are what count: a process woken while a thousand "
+    "others exist costs ~0.13 ms of CPU a switch, against ~0.02 ms among "
+    "sixteen (a token passed around a ring of processes through pipes), "
+    "so every wait of every rank in `init` is worth removing, whatever "
+    "the work between them. A `baseline` row, where "
     "present, is an earlier build run alternately in the same run.",
     "",
     "### How bootstrap grows to 10,000+ ranks",
     "",
-    "Every `init` is a handful of all-gathers (on one host: the cards, a "
-    "barrier, four shared-memory set-up rounds), and an all-gather hands "
+    "Every `init` is a handful of all-gathers (on one host: the cards and "
+    "two shared-memory set-up rounds, the first of which also proves every "
+    "rank connected), and an all-gather hands "
     "every rank N parts: N x N bytes in all, whatever carries them. The "
     "TCP star carries them through one process: rank 0 receives N parts "
     "and answers every rank with all N: the ranks of its own host read "
