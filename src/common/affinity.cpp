@@ -55,18 +55,24 @@ CpuMask cpu_mask() {
   return m;
 }
 
-int cpus_in_union(std::span<const CpuMask> masks) {
-  uint64_t all[CpuMask::kWords] = {};
-  uint32_t beyond = 0;
-  for (const CpuMask& m : masks) {
-    for (int w = 0; w < CpuMask::kWords; ++w)
-      all[w] |= m.bits[w];
-    beyond = std::max(beyond, m.beyond);
-  }
-  int n = static_cast<int>(beyond);
-  for (uint64_t w : all)
+void CpuUnion::add(const CpuMask& m) {
+  for (int w = 0; w < CpuMask::kWords; ++w)
+    all_[w] |= m.bits[w];
+  beyond_ = std::max(beyond_, m.beyond);
+}
+
+int CpuUnion::count() const {
+  int n = static_cast<int>(beyond_);
+  for (uint64_t w : all_)
     n += std::popcount(w);
   return std::max(1, n);
+}
+
+int cpus_in_union(std::span<const CpuMask> masks) {
+  CpuUnion u;
+  for (const CpuMask& m : masks)
+    u.add(m);
+  return u.count();
 }
 
 namespace {

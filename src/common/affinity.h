@@ -38,6 +38,18 @@ CpuMask cpu_mask();
 // the bits count as many as the most any one mask has there. At least 1.
 int cpus_in_union(std::span<const CpuMask> masks);
 
+// The same union, one mask at a time: a rank adds the masks of its host's
+// ranks as it reads them, with no vector of them (32 KiB at 1024 ranks).
+class CpuUnion {
+ public:
+  void add(const CpuMask& m);
+  int count() const;  // cpus_in_union of the masks added; at least 1
+
+ private:
+  uint64_t all_[CpuMask::kWords] = {};
+  uint32_t beyond_ = 0;
+};
+
 // Restricts the calling thread to `cpus` (called in a forked child before
 // exec, it binds the process); false if the system refuses. Allocates
 // nothing.

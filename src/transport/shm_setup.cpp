@@ -570,15 +570,15 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
     return x;
   }();
   try {
-    std::vector<CpuMask> masks;
+    CpuUnion cpus;
     const uint64_t our_pid_ns = pid_namespace();
     s.gather(w, [&](int r, const SetupMsg& f) {
       s.keep_first(r, f, our_pid_ns);
       if (!f.failed && s.is_member(r)) {
-        masks.push_back(f.cpus);
+        cpus.add(f.cpus);
       }
     });
-    s.host_cpus = cpus_in_union(masks);
+    s.host_cpus = cpus.count();
     // Every rank has left setup_tcp, connected: its monitor may start.
     if (conns.start_monitor) {
       s.step([&] { conns.start_monitor(); });

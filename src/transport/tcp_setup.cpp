@@ -84,17 +84,19 @@ void count_host_cpus(const std::vector<TcpCard>& cards, int me,
   if (mine.boot_id.empty()) {
     return;
   }
-  std::vector<CpuMask> masks;
+  CpuUnion cpus;
+  int ranks = 0;
   for (size_t r = 0; r < cards.size(); ++r) {
     if (cards[r].boot_id == mine.boot_id) {
       if (static_cast<int>(r) == me) {
-        conns.host_index = static_cast<int>(masks.size());
+        conns.host_index = ranks;
       }
-      masks.push_back(cards[r].cpu_mask);
+      cpus.add(cards[r].cpu_mask);
+      ++ranks;
     }
   }
-  conns.host_ranks = static_cast<int>(masks.size());
-  conns.host_cpus = cpus_in_union(masks);
+  conns.host_ranks = ranks;
+  conns.host_cpus = cpus.count();
   JACCL_LOG(Info, "rank " << me << ": " << conns.host_ranks
                           << " ranks on this host, on " << conns.host_cpus
                           << " CPU(s) between them");
