@@ -98,17 +98,34 @@ class CardReader {
     *v = like.shared_or_new(t);
     return true;
   }
-  bool strs(std::vector<std::string>* v) {
+  // Shares like's list where it reads the same (compared in place: no
+  // strings made for a list that is like's).
+  bool list(SharedList* v, const SharedList& like) {
     uint32_t n = 0;
     if (!u32(&n) || n > b_.size() - pos_) {  // each takes 4 bytes at least
       return false;
     }
-    v->resize(n);
-    for (auto& s : *v) {
+    const size_t start = pos_;
+    bool same = n == like.size();
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string_view t;
+      if (!view(&t)) {
+        return false;
+      }
+      same = same && t == like.list()[i];
+    }
+    if (same) {
+      *v = like;
+      return true;
+    }
+    pos_ = start;
+    SharedList::List out(n);
+    for (auto& s : out) {
       if (!str(&s)) {
         return false;
       }
     }
+    *v = SharedList(std::move(out));
     return true;
   }
   bool done() const { return pos_ == b_.size(); }
@@ -217,7 +234,7 @@ TcpCard decode_card(std::string_view bytes, int from, int me,
       !in.u64(&c.cpu_mask.bits[2]) || !in.u32(&c.cpu_mask.beyond) ||
       !in.text(&c.hostname, l.hostname) || !in.text(&c.boot_id, l.boot_id) ||
       !in.text(&c.ipc_ns, l.ipc_ns) || !in.text(&c.net_ns, l.net_ns) ||
-      !in.strs(&c.addresses) || !in.strs(&c.ofi)) {
+      !in.list(&c.addresses, l.addresses) || !in.list(&c.ofi, l.ofi)) {
     return bad("cut short or a length past its end");
   }
   if (!in.done()) {

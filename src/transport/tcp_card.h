@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,11 +46,38 @@ class SharedText {
   static inline const std::string empty_;
 };
 
+// A list of texts that many cards hold alike (a host's ranks listen on the
+// same addresses; most have no ofi endpoint): one reference-counted copy,
+// as SharedText. A vector of strings a card was a heap block per card.
+class SharedList {
+ public:
+  using List = std::vector<std::string>;
+  SharedList() = default;
+  SharedList(List v)  // NOLINT: implicit, as a std::vector field was
+      : p_(v.empty() ? nullptr : std::make_shared<const List>(std::move(v))) {}
+  SharedList(std::initializer_list<std::string> v) : SharedList(List(v)) {}
+  explicit SharedList(std::shared_ptr<const List> p) : p_(std::move(p)) {}
+  const List& list() const { return p_ != nullptr ? *p_ : empty_; }
+  operator const List&() const { return list(); }  // NOLINT
+  bool empty() const { return p_ == nullptr; }
+  size_t size() const { return list().size(); }
+  const std::string& front() const { return list().front(); }
+  List::const_iterator begin() const { return list().begin(); }
+  List::const_iterator end() const { return list().end(); }
+  friend bool operator==(const SharedList& a, const SharedList& b) {
+    return a.p_ == b.p_ || a.list() == b.list();
+  }
+
+ private:
+  std::shared_ptr<const List> p_;
+  static inline const List empty_;
+};
+
 struct TcpCard {
   int rank = -1;
   // Numeric addresses this rank listens on, best first; empty (and port 0)
   // when it does not listen (JACCL_LISTEN=0).
-  std::vector<std::string> addresses;
+  SharedList addresses;
   uint16_t port = 0;
   int wires = 1;
   SharedText hostname;
@@ -70,7 +98,7 @@ struct TcpCard {
   bool wires_set = true;
   // The ofi transport's endpoints (one per wire), each ofi::Card::encode()
   // in hex; empty when this rank opened none.
-  std::vector<std::string> ofi;
+  SharedList ofi;
 
   bool listens() const { return port != 0 && !addresses.empty(); }
   // "rank 3 (host-a, 10.0.0.3:41234)" or "rank 3 (host-a, not listening)".

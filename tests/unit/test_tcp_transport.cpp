@@ -294,6 +294,18 @@ TEST(TcpCard, RoundTripAndValidation) {
     EXPECT_TRUE(f.net_ns.empty());
     EXPECT_EQ(f.ipc_ns, c.ipc_ns);
   }
+  // Address lists: shared with the card beside where they read the same,
+  // decoded afresh where they do not.
+  other.addresses = {"10.0.0.3", "192.168.1.3"};
+  TcpCard same = decode_card(encode_card(c), 3, 0, &d);
+  EXPECT_EQ(&same.addresses.list(), &d.addresses.list());
+  TcpCard longer = decode_card(encode_card(other), 3, 0, &d);
+  EXPECT_EQ(longer.addresses.list(),
+            (std::vector<std::string>{"10.0.0.3", "192.168.1.3"}));
+  TcpCard shorter = decode_card(encode_card(c), 3, 0, &longer);
+  EXPECT_EQ(shorter.addresses.list(), std::vector<std::string>{"10.0.0.3"});
+  EXPECT_NE(&shorter.addresses.list(), &longer.addresses.list());
+  EXPECT_TRUE(shorter.ofi.empty());
   c.cpu_mask.bits[0] = 0x5;
   c.cpu_mask.bits[2] = uint64_t{1} << 63;
   c.cpu_mask.beyond = 9;
