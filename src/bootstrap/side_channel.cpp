@@ -327,13 +327,12 @@ const char* SideChannel::call_frames(const void* src, char* out, size_t n) {
 void SideChannel::all_gather(const void* src, void* dst, size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
   const size_t P = static_cast<size_t>(size_);
-  const size_t frame_size = frame_bytes(size_);
   char* out = static_cast<char*>(dst);
   const char* in = static_cast<const char*>(src);
   const char* frames = call_frames(src, out, n);
   if (n <= inline_bytes()) {
     for (size_t r = 0; r < P && n > 0; ++r) {
-      std::memcpy(out + r * n, frames + r * frame_size + kHeaderBytes, n);
+      std::memcpy(out + r * n, payload(frames, r), n);
     }
     ++seq_;
     return;
@@ -392,7 +391,6 @@ void SideChannel::all_gather_bytes(
   // own buffer, already in memory).
   const size_t slot = inline_bytes();
   const size_t head = slot - sizeof(uint64_t);
-  const size_t stride = frame_bytes(size_);
   std::vector<char> first(slot, 0);
   const uint64_t len = mine.size();
   std::memcpy(first.data(), &len, sizeof(len));
@@ -401,11 +399,10 @@ void SideChannel::all_gather_bytes(
   std::unique_lock<std::mutex> lock(mu_);
   const char* frames = call_frames(first.data(), nullptr, slot);
   ++seq_;
-  auto slot_of = [&](size_t r) { return frames + r * stride + kHeaderBytes; };
   const size_t P = static_cast<size_t>(size_);
   std::vector<uint64_t> lens(P);
   for (size_t r = 0; r < P; ++r) {
-    std::memcpy(&lens[r], slot_of(r), sizeof(uint64_t));
+    std::memcpy(&lens[r], payload(frames, r), sizeof(uint64_t));
   }
   std::vector<int> oversized;
   for (size_t r = 0; r < P; ++r) {
@@ -435,14 +432,15 @@ void SideChannel::all_gather_bytes(
   if (longest <= head) {
     // Under the lock: another thread's call would overwrite the frames.
     for (size_t r = 0; r < P; ++r) {
-      each(static_cast<int>(r), std::string_view(slot_of(r) + sizeof(uint64_t),
-                                                 static_cast<size_t>(lens[r])));
+      each(static_cast<int>(r),
+           std::string_view(payload(frames, r) + sizeof(uint64_t),
+                            static_cast<size_t>(lens[r])));
     }
     return;
   }
   std::vector<std::string> heads(P);
   for (size_t r = 0; r < P; ++r) {
-    heads[r].assign(slot_of(r) + sizeof(uint64_t),
+    heads[r].assign(payload(frames, r) + sizeof(uint64_t),
                     std::min<size_t>(static_cast<size_t>(lens[r]), head));
   }
   lock.unlock();
@@ -471,12 +469,11 @@ void SideChannel::all_gather_each(
               std::to_string(inline_bytes()) + ")",
           {.rank = rank_});
   }
-  const size_t stride = frame_bytes(size_);
   std::lock_guard<std::mutex> lock(mu_);
   const char* frames = call_frames(src, nullptr, n);
   ++seq_;
   for (int r = 0; r < size_; ++r) {
-    each(r, frames + static_cast<size_t>(r) * stride + kHeaderBytes);
+    each(r, payload(frames, static_cast<size_t>(r)));
   }
 }
 

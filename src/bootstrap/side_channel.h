@@ -141,10 +141,15 @@ class SideChannel {
   // result is.
   void raw_call(const char* src, char* dst, size_t n,
                 const char** in_place = nullptr);
-  // One call's frames (mu_ held; seq_ not advanced): into `out` when the
-  // payload is at least a frame (out may be null), else the channel's
-  // buffer; checked. Returns where they are, frame_bytes(size_) apart.
+  // One call's frames (mu_ held; seq_ not advanced): where the view says
+  // they are, else into `out` when the payload is at least a frame (out may
+  // be null), else the channel's buffer; checked. Returns where they are,
+  // frame_bytes(size_) apart.
   const char* call_frames(const void* src, char* out, size_t n);
+  // Rank r's inline payload in frames from call_frames.
+  const char* payload(const char* frames, size_t r) const {
+    return frames + r * frame_bytes(size_) + kHeaderBytes;
+  }
   // The buffer the frames are gathered into, kept between calls: at
   // thousands of ranks a fresh size * 256-byte buffer per call (mapped,
   // zeroed, faulted in, unmapped, by every rank) cost more than any

@@ -68,13 +68,6 @@ int CpuUnion::count() const {
   return std::max(1, n);
 }
 
-int cpus_in_union(std::span<const CpuMask> masks) {
-  CpuUnion u;
-  for (const CpuMask& m : masks)
-    u.add(m);
-  return u.count();
-}
-
 namespace {
 
 // Narrows the calling thread's mask to `to` (the kernel migrates it before

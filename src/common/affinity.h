@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 namespace jaccl::detail {
@@ -36,14 +35,12 @@ CpuMask cpu_mask();
 // count, not any one rank's, so that ranks bound to a CPU each (jaccl-run's,
 // mpirun's or srun's binding) are not taken for ranks sharing one. CPUs past
 // the bits count as many as the most any one mask has there. At least 1.
-int cpus_in_union(std::span<const CpuMask> masks);
-
-// The same union, one mask at a time: a rank adds the masks of its host's
-// ranks as it reads them, with no vector of them (32 KiB at 1024 ranks).
+// One mask at a time: a rank adds the masks of its host's ranks as it reads
+// them, with no vector of them (32 KiB at 1024 ranks).
 class CpuUnion {
  public:
   void add(const CpuMask& m);
-  int count() const;  // cpus_in_union of the masks added; at least 1
+  int count() const;
 
  private:
   uint64_t all_[CpuMask::kWords] = {};

@@ -33,7 +33,7 @@ class ShmChannel {
   // seg is mapped and initialized (init_segment, by its creator). rank and
   // size are this host's (the group's); names[i] is the job rank of member
   // i, used in every message (empty: member i is rank i). host_cpus: the
-  // CPUs the members may run on between them (cpus_in_union); more ranks
+  // CPUs the members may run on between them (CpuUnion); more ranks
   // than that and waits yield while a rank on the waiter's CPU is waited
   // for (oversubscribed_mode). keepalive: what the failure state's
   // reporters need (the liveness monitor).

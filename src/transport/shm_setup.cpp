@@ -94,9 +94,8 @@ struct Setup {
   // messages are read where they arrived, not copied: N of them were 200
   // KiB of fresh pages at 1024 ranks, at ~10 us a page on a VM).
   std::vector<std::pair<int, SetupMsg>> failures;
-  std::vector<int> sorted_members;  // for is_member
-  std::string name;                 // "jaccl-<nonce>"
-  int host_cpus = 1;                // the CPUs the members may run on
+  std::string name;   // "jaccl-<nonce>"
+  int host_cpus = 1;  // the CPUs the members may run on
 
   SetupMsg blank(uint8_t phase) const {
     SetupMsg w;
@@ -137,18 +136,14 @@ struct Setup {
     }
   }
 
-  bool is_member(int r) const {
-    return std::binary_search(sorted_members.begin(), sorted_members.end(), r);
+  bool is_member(int r) const {  // members ascend (setup_shm)
+    return std::binary_search(members.begin(), members.end(), r);
   }
 
   // One gather: each rank's message, checked, handed to each(rank, message)
   // in rank order; the failed ones are kept (failures).
   void gather(const SetupMsg& mine,
               const std::function<void(int, const SetupMsg&)>& each = {}) {
-    if (sorted_members.empty()) {
-      sorted_members = members;
-      std::sort(sorted_members.begin(), sorted_members.end());
-    }
     failures.clear();
     sc->all_gather_each(&mine, sizeof(SetupMsg), [&](int r, const char* at) {
       SetupMsg m;
@@ -180,12 +175,12 @@ struct Setup {
     return w.pid_ns != 0 && w.pid_ns == ours ? w.pid : 0;
   }
 
-  // Keeps what later phases need of the first gather's message of rank r.
+  // Keeps what later phases need of the first gather's message of rank r
+  // (pids sized for the job).
   void keep_first(int r, const SetupMsg& m, uint64_t our_pid_ns) {
     if (r == creator) {
       head = m;
     }
-    pids.resize(static_cast<size_t>(sc->size()));
     pids[static_cast<size_t>(r)] = pid_here(m, our_pid_ns);
   }
 
@@ -572,6 +567,7 @@ std::optional<ShmChannel> setup_shm(const Config& cfg, SideChannel& sc,
   try {
     CpuUnion cpus;
     const uint64_t our_pid_ns = pid_namespace();
+    s.pids.assign(static_cast<size_t>(sc.size()), 0);
     s.gather(w, [&](int r, const SetupMsg& f) {
       s.keep_first(r, f, our_pid_ns);
       if (!f.failed && s.is_member(r)) {

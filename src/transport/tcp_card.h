@@ -15,62 +15,56 @@
 
 namespace jaccl::detail {
 
-// Text that many cards hold alike (the host identity: every rank of a host
-// has the same hostname, boot id and namespaces): one reference-counted
-// copy. A rank keeps every rank's card, and at a thousand ranks a string
-// per field and card was most of the fresh memory that decoding them
-// faulted in (BENCHMARKS.md, History).
-class SharedText {
+// A value that many cards hold alike, one reference-counted copy (empty:
+// no copy at all). A rank keeps every rank's card, and at a thousand ranks a
+// string or vector per field and card was most of the fresh memory that
+// decoding them faulted in (BENCHMARKS.md, History).
+template <class T>
+class SharedConst {
  public:
-  SharedText() = default;
-  SharedText(std::string s)  // NOLINT: implicit, as a std::string field was
-      : p_(s.empty() ? nullptr
-                     : std::make_shared<const std::string>(std::move(s))) {}
-  SharedText(const char* s) : SharedText(std::string(s)) {}  // NOLINT
-  const std::string& str() const { return p_ != nullptr ? *p_ : empty_; }
-  operator const std::string&() const { return str(); }  // NOLINT
+  SharedConst() = default;
+  SharedConst(T v)  // NOLINT: implicit, as a field of type T was
+      : p_(v.empty() ? nullptr : std::make_shared<const T>(std::move(v))) {}
+  const T& get() const { return p_ != nullptr ? *p_ : empty_; }
+  operator const T&() const { return get(); }  // NOLINT
   bool empty() const { return p_ == nullptr; }
+  friend bool operator==(const SharedConst& a, const SharedConst& b) {
+    return a.p_ == b.p_ || a.get() == b.get();
+  }
+  friend bool operator==(const SharedConst& a, const T& b) {
+    return a.get() == b;
+  }
+
+ private:
+  std::shared_ptr<const T> p_;
+  static inline const T empty_{};
+};
+
+// The host identity's texts (every rank of a host has the same hostname,
+// boot id and namespaces).
+class SharedText : public SharedConst<std::string> {
+ public:
+  using SharedConst::SharedConst;
+  SharedText(const char* s) : SharedConst(std::string(s)) {}  // NOLINT
+  const std::string& str() const { return get(); }
   // This text if it reads `v` (sharing the copy), else a new copy of v.
   SharedText shared_or_new(std::string_view v) const {
     return str() == v ? *this : SharedText(std::string(v));
   }
-  friend bool operator==(const SharedText& a, const SharedText& b) {
-    return a.p_ == b.p_ || a.str() == b.str();
-  }
-  friend bool operator==(const SharedText& a, const std::string& b) {
-    return a.str() == b;
-  }
-
- private:
-  std::shared_ptr<const std::string> p_;
-  static inline const std::string empty_;
 };
 
-// A list of texts that many cards hold alike (a host's ranks listen on the
-// same addresses; most have no ofi endpoint): one reference-counted copy,
-// as SharedText. A vector of strings a card was a heap block per card.
-class SharedList {
+// Lists of texts (a host's ranks listen on the same addresses; most have no
+// ofi endpoint).
+class SharedList : public SharedConst<std::vector<std::string>> {
  public:
   using List = std::vector<std::string>;
-  SharedList() = default;
-  SharedList(List v)  // NOLINT: implicit, as a std::vector field was
-      : p_(v.empty() ? nullptr : std::make_shared<const List>(std::move(v))) {}
-  SharedList(std::initializer_list<std::string> v) : SharedList(List(v)) {}
-  explicit SharedList(std::shared_ptr<const List> p) : p_(std::move(p)) {}
-  const List& list() const { return p_ != nullptr ? *p_ : empty_; }
-  operator const List&() const { return list(); }  // NOLINT
-  bool empty() const { return p_ == nullptr; }
+  using SharedConst::SharedConst;
+  SharedList(std::initializer_list<std::string> v) : SharedConst(List(v)) {}
+  const List& list() const { return get(); }
   size_t size() const { return list().size(); }
   const std::string& front() const { return list().front(); }
   List::const_iterator begin() const { return list().begin(); }
   List::const_iterator end() const { return list().end(); }
-  friend bool operator==(const SharedList& a, const SharedList& b) {
-    return a.p_ == b.p_ || a.list() == b.list();
-  }
-
- private:
-  std::shared_ptr<const List> p_;
-  static inline const List empty_;
 };
 
 struct TcpCard {

@@ -420,22 +420,22 @@ ControlBlock setup_tcp(const Config& cfg, SideChannel& sc,
   }
   // Started only once every rank is connected, so no rank's silence clock
   // runs while a peer is still connecting to someone else.
+  auto slot = std::make_shared<MonitorSlot>();
+  auto control = std::make_shared<std::vector<Fd>>(std::move(st.control));
+  auto start = [slot, control, me = st.me, state = st.conns.state,
+                hb = cfg.get_heartbeat_timeout()] {
+    slot->monitor =
+        std::make_shared<LivenessMonitor>(me, std::move(*control), state, hb);
+  };
   if (monitor_later && monitor_later()) {
-    auto slot = std::make_shared<MonitorSlot>();
-    auto control = std::make_shared<std::vector<Fd>>(std::move(st.control));
-    st.conns.start_monitor = [slot, control, me = st.me, state = st.conns.state,
-                              hb = cfg.get_heartbeat_timeout()] {
-      slot->monitor =
-          std::make_shared<LivenessMonitor>(me, std::move(*control), state, hb);
-    };
+    st.conns.start_monitor = std::move(start);
     st.conns.monitor_slot = slot;
     st.conns.keepalive = std::move(slot);
     return std::move(st.conns);
   }
   sc.barrier();  // every rank is connected
-  st.conns.monitor = std::make_shared<LivenessMonitor>(
-      st.me, std::move(st.control), st.conns.state,
-      cfg.get_heartbeat_timeout());
+  start();
+  st.conns.monitor = slot->monitor;
   st.conns.keepalive = st.conns.monitor;
   return std::move(st.conns);
 }
