@@ -23,8 +23,10 @@ MODEL = [
     "(no rank can read a peer's buffer except through a copy the peer makes "
     "into shared memory, or a kernel copy, `process_vm_readv`). Reads and "
     "writes cost alike: a rank that reads R and writes W bytes takes "
-    "(R + W) / 2 / memcpy, memcpy being the faster of glibc's and a "
-    "streaming-store copy. Every rate is this run's:",
+    "(R + W) / 2 / memcpy, memcpy being the fastest of glibc's, a plain "
+    "16-byte load/store loop and a streaming-store copy (each side of a "
+    "cross-core copy too: on some CPUs glibc's `rep movsb` runs at a tenth "
+    "of the loop's rate). Every rate is this run's:",
     "- *shm*: every transfer between ranks by the cheaper of staging "
     "(the owner copies into the segment, the receiver reads from it, each "
     "at this run's cross-core copy rate: `memcpy_bench`'s xcore) and a "
@@ -94,10 +96,11 @@ def mem_rate(c, b, active):
     """Bytes/s one rank copies at size b while `active` ranks copy at
     once (single-core memcpy, capped by the all-cores aggregate share)."""
     e = _at(c.get("memcpy_at") or {}, b) or c.get("memcpy") or {}
-    # The faster of memcpy and a copy with streaming stores (which wins
+    # The fastest of memcpy, a plain load/store loop (glibc's `rep movsb`
+    # is slower on some CPUs) and a copy with streaming stores (which wins
     # once the buffers outgrow the caches).
     m1 = max(e.get("memcpy_median_gbps") or float("nan"),
-             e.get("nt_median_gbps") or 0)
+             e.get("loop_median_gbps") or 0, e.get("nt_median_gbps") or 0)
     agg = e.get("memcpy_all_cores_gbps")
     k = max(1, min(active, cores(c)))
     if agg and k > 1:
@@ -314,6 +317,8 @@ def ceilings_line(c):
     for b in sorted(int(k) for k in at):
         e = at.get(b) or at.get(str(b))
         s = f"{_human(b)} {e['memcpy_median_gbps']:.1f}"
+        if e.get("loop_median_gbps"):
+            s += f" / loop {e['loop_median_gbps']:.1f}"
         if e.get("nt_median_gbps"):
             s += f" / streaming {e['nt_median_gbps']:.1f}"
         if e.get("memcpy_all_cores_gbps"):
