@@ -35,8 +35,12 @@ bool is_peer_lost(int err) {
 // kernel in one sendmsg, the peer's data meanwhile waiting on this socket
 // (and the peer doing the same), and ran at a third to a half of the speed
 // of one twice the buffer's size. So a whole message (Msg::whole) sends
-// with half its size of buffer, within [kMinSendBuffer, the buffer set up];
-// the ring's stream of pieces keeps the full buffer (slower with half).
+// with half its size of buffer, within [kMinSendBuffer, twice the buffer
+// set up]; the ring's stream of pieces keeps the buffer set up (slower
+// with half, and with twice it). The set-up's buffer is half an L2, so
+// where the L2 is 512 KiB a 1 MiB 2-rank all_sum (one whole message each
+// way) held to it took 1.4-1.8x the time it took with 512 KiB
+// (BENCHMARKS.md, History, "A fifth kind of machine").
 // Below kMinSendBuffer a loopback connection (64 KiB segments) stalls on
 // delayed ACKs. Figures: BENCHMARKS.md, History (the 06:25 run).
 constexpr size_t kMinSendBuffer = size_t(128) << 10;
@@ -51,7 +55,7 @@ size_t send_buffer_for(const Msg& m, size_t cap, size_t now) {
     return now;
   }
   return std::clamp(std::bit_floor(m.len / 2), std::min(kMinSendBuffer, cap),
-                    cap);
+                    2 * cap);
 }
 
 class TcpLink final : public Link {
