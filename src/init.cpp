@@ -66,13 +66,14 @@ SideChannel make_side_channel(const Config& cfg) {
     SideChannelSpec spec{
         cfg.get_side_channel(), rank, size, cfg.get_job(), cfg.get_token(),
         cfg.get_timeout()};
-    return SideChannel(rank, size, fp, make_side_channel_from_uri(spec),
+    GatherFns ch = make_side_channel_fns_from_uri(spec);
+    return SideChannel(rank, size, fp, std::move(ch.fn),
                        redact_uri(cfg.get_side_channel()), cfg.get_timeout(),
-                       false);
+                       false, std::move(ch.view));
   }
   TcpStarOptions opt{rank, size, cfg.get_coordinator(), cfg.get_token(),
                      cfg.get_timeout()};
-  TcpStarFns star = make_tcp_star_fns(opt);
+  GatherFns star = make_tcp_star_fns(opt);
   return SideChannel(rank, size, fp, std::move(star.fn),
                      "TCP coordinator " + cfg.get_coordinator(),
                      cfg.get_timeout(), false, std::move(star.view));

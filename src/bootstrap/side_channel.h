@@ -51,6 +51,13 @@ uint16_t hash16(std::string_view s);
 // its next call. The TCP star's is rank 0's shared reply.
 using GatherViewFn = std::function<const char*(const char* src, size_t n)>;
 
+// A channel's all-gather and, where it offers one, its view (empty
+// otherwise); the two share one connection and lock.
+struct GatherFns {
+  AllGatherFn fn;
+  GatherViewFn view;
+};
+
 class SideChannel {
  public:
   static constexpr size_t kHeaderBytes = 56;

@@ -678,7 +678,7 @@ struct Guard {
 
 }  // namespace
 
-TcpStarFns make_tcp_star_fns(const TcpStarOptions& o) {
+GatherFns make_tcp_star_fns(const TcpStarOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     raise(ErrorKind::Config,
           "TCP coordinator: rank " + std::to_string(o.rank) +

@@ -32,12 +32,9 @@ AllGatherFn make_tcp_star(const TcpStarOptions& options);
 
 // The same star, with (ranks > 0) a view as well: the result where it
 // arrived, in rank 0's shared memory when it could share it (SideChannel
-// reads its frames there). fn and view share one connection and lock.
-struct TcpStarFns {
-  AllGatherFn fn;
-  GatherViewFn view;  // empty at rank 0 and in a group of one
-};
-TcpStarFns make_tcp_star_fns(const TcpStarOptions& options);
+// reads its frames there). The view is empty at rank 0 and in a group of
+// one.
+GatherFns make_tcp_star_fns(const TcpStarOptions& options);
 
 // The star's wire format after the handshake, exposed for tests and fuzzing.
 //   rank r -> 0  Request: magic u32, flags u32, n_bytes u64, host u64, then

@@ -206,6 +206,10 @@ RedisOptions redis_options(const ParsedSideChannelUri& p, std::string job,
 }
 
 AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
+  return make_side_channel_fns_from_uri(spec).fn;
+}
+
+GatherFns make_side_channel_fns_from_uri(const SideChannelSpec& spec) {
   auto p = parse_side_channel_uri(spec.uri);
   const std::string shown = redact_uri(spec.uri);
   if (p.scheme != SideChannelScheme::Mpi &&
@@ -227,7 +231,7 @@ AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
                       : p.host + ":" + std::to_string(p.port);
       o.token = spec.token;
       o.timeout = spec.timeout;
-      return make_tcp_star(o);
+      return make_tcp_star_fns(o);
     }
     case SideChannelScheme::File:
     case SideChannelScheme::Redis: {
@@ -240,16 +244,16 @@ AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec) {
                                    "JACCL_JOB to a unique id");
       }
       if (p.scheme == SideChannelScheme::File) {
-        return make_file_channel(
-            {p.path, job, spec.rank, spec.size, spec.timeout});
+        return {make_file_channel(
+            {p.path, job, spec.rank, spec.size, spec.timeout})};
       }
-      return make_redis_channel(
-          redis_options(p, job, spec.rank, spec.timeout, spec.size));
+      return {make_redis_channel(
+          redis_options(p, job, spec.rank, spec.timeout, spec.size))};
     }
     case SideChannelScheme::Mpi:
-      return make_mpi_channel(spec.rank, spec.size);
+      return {make_mpi_channel(spec.rank, spec.size)};
     case SideChannelScheme::Pmix:
-      return make_pmix_channel(spec.rank, spec.size, spec.timeout);
+      return {make_pmix_channel(spec.rank, spec.size, spec.timeout)};
   }
   raise(ErrorKind::Internal, "unhandled side-channel scheme");
 }

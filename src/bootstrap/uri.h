@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "bootstrap/side_channel.h"
 #include "common/deadline.h"
 #include "jaccl/side_channel.h"
 
@@ -65,5 +66,9 @@ std::string job_id(std::string_view job_env, std::string_view token);
 
 // Builds the channel. rank/size must be valid except for mpi:// and pmix://.
 AllGatherFn make_side_channel_from_uri(const SideChannelSpec& spec);
+// The same, with the channel's view where it has one (tcp://: the star's,
+// so that a SideChannel reads its frames in place as with the default
+// coordinator).
+GatherFns make_side_channel_fns_from_uri(const SideChannelSpec& spec);
 
 }  // namespace jaccl::detail

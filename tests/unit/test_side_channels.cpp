@@ -270,6 +270,50 @@ TEST(SideChannelConformance, TcpStarThroughUri) {
   EXPECT_TRUE(failures.empty()) << join(failures);
 }
 
+// tcp:// hands init the star's view as the default coordinator does (a
+// SideChannel then reads its frames where they arrived); a file:// channel
+// has none.
+TEST(SideChannelUri, TcpOffersTheStarsViewAndFileNone) {
+  TempDir d;
+  EXPECT_FALSE(detail::make_side_channel_fns_from_uri(
+                   {"file://" + d.path(), 1, 2, "j", "", 5000ms})
+                   .view);
+  const std::string uri =
+      "tcp://127.0.0.1:" + std::to_string(free_loopback_port());
+  std::vector<detail::GatherFns> fns(2);
+  for (int r = 0; r < 2; ++r)
+    fns[r] =
+        detail::make_side_channel_fns_from_uri({uri, r, 2, "", "", 5000ms});
+  EXPECT_FALSE(fns[0].view);  // rank 0 holds the result itself
+  ASSERT_TRUE(fns[1].view);
+  const char mine[2][4] = {{'a', 'b', 'c', 'd'}, {'w', 'x', 'y', 'z'}};
+  std::string viewed;
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        if (r == 0) {
+          char all[8];
+          fns[0].fn(mine[0], all, 4);
+          if (std::string(all, 8) != "abcdwxyz")
+            errors[0] = "rank 0 gathered " + std::string(all, 8);
+        } else {
+          const char* at = fns[1].view(mine[1], 4);
+          viewed.assign(at, 8);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(viewed, "abcdwxyz");
+}
+
 TEST(SideChannelConformance, Redis) {
   REQUIRE_REDIS();
   auto failures = run_threaded_conformance(uri_target("redis", redis_uri()));
