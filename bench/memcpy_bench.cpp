@@ -78,33 +78,35 @@ double median(std::vector<double> v) {
 }
 
 #if defined(__SSE2__)
-// 16-byte streaming stores, then a fence; n a multiple of 64, 16-aligned.
-__attribute__((noinline)) void nt_copy(char* dst, const char* src, size_t n) {
+// A line per step through 16-byte loads, and ordinary (Stream false) or
+// streaming stores (then a fence; dst 16-aligned); n a multiple of 64.
+template <bool Stream>
+__attribute__((noinline)) void lines_copy(char* dst, const char* src,
+                                          size_t n) {
   for (size_t i = 0; i < n; i += 64) {
-    __m128i a = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i));
-    __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-    __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-    __m128i d = _mm_load_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    __m128i v[4];
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i) + k);
+    for (int k = 0; k < 4; ++k) {
+      auto* to = reinterpret_cast<__m128i*>(dst + i) + k;
+      if constexpr (Stream)
+        _mm_stream_si128(to, v[k]);
+      else
+        _mm_storeu_si128(to, v[k]);
+    }
   }
-  _mm_sfence();
+  if constexpr (Stream)
+    _mm_sfence();
 }
 
-// 16-byte loads and ordinary stores, a line per step; n a multiple of 64.
-__attribute__((noinline)) void loop_copy(char* dst, const char* src, size_t n) {
-  for (size_t i = 0; i < n; i += 64) {
-    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
-    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
-    __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), a);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
-  }
+// Streaming stores: what a copy larger than the caches can use.
+void nt_copy(char* dst, const char* src, size_t n) {
+  lines_copy<true>(dst, src, n);
+}
+
+// Ordinary stores: jaccl's own copy loop (shm_copy.h), without `rep movsb`.
+void loop_copy(char* dst, const char* src, size_t n) {
+  lines_copy<false>(dst, src, n);
 }
 #endif
 
