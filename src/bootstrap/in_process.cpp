@@ -75,7 +75,8 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
     cv_.notify_all();
     raise(ErrorKind::Protocol, failure_, ctx);
   }
-  std::memcpy(data_.data() + static_cast<size_t>(rank) * n, src, n);
+  if (n != 0)  // an empty gather has no buffer (memcpy wants one)
+    std::memcpy(data_.data() + static_cast<size_t>(rank) * n, src, n);
   present_[rank] = 1;
   uint64_t gen = generation_;
   if (++arrived_ == size_) {
@@ -97,7 +98,8 @@ void InProcessHub::call(int rank, const char* src, char* dst, size_t n) {
   }
   if (failed_ && generation_ == gen)
     raise(failure_kind_, failure_, ctx);
-  std::memcpy(dst, data_.data(), data_.size());
+  if (!data_.empty())
+    std::memcpy(dst, data_.data(), data_.size());
   present_[rank] = 0;
   if (--departed_ == 0) {
     arrived_ = 0;
