@@ -337,28 +337,22 @@ int size_mode(size_t bytes, int reps) {
   double nt = NAN, loop = NAN;
 #if defined(__SSE2__)
   {
-    std::vector<double> g;
     size_t n64 = bytes / 64 * 64;  // vectors are 16-aligned (operator new)
-    for (int r = 0; r < reps + 1; ++r) {
-      auto t0 = Clock::now();
-      for (int k = 0; k < copies; ++k)
-        nt_copy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(), n64);
-      if (r > 0)
-        g.push_back(static_cast<double>(n64) * copies / seconds_since(t0) /
-                    1e9);
-    }
-    nt = median(g);
-    g.clear();
-    for (int r = 0; r < reps + 1; ++r) {
-      auto t0 = Clock::now();
-      for (int k = 0; k < copies; ++k)
-        loop_copy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(),
-                  n64);
-      if (r > 0)
-        g.push_back(static_cast<double>(n64) * copies / seconds_since(t0) /
-                    1e9);
-    }
-    loop = median(g);
+    // Median GB/s of `copy` back and forth, after one untimed sample.
+    auto rate = [&](CopyFn copy) {
+      std::vector<double> g;
+      for (int r = 0; r < reps + 1; ++r) {
+        auto t0 = Clock::now();
+        for (int k = 0; k < copies; ++k)
+          copy(r % 2 ? a.data() : b.data(), r % 2 ? b.data() : a.data(), n64);
+        if (r > 0)
+          g.push_back(static_cast<double>(n64) * copies / seconds_since(t0) /
+                      1e9);
+      }
+      return median(g);
+    };
+    nt = rate(nt_copy);
+    loop = rate(loop_copy);
   }
 #endif
   size_t nf = bytes / sizeof(float);

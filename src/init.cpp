@@ -62,21 +62,22 @@ SideChannel make_side_channel(const Config& cfg) {
     return SideChannel(rank, size, fp, cfg.get_all_gather(),
                        "user all-gather function", cfg.get_timeout(), true);
   }
+  // A built-in channel: its gather, and its view where it has one.
+  auto built_in = [&](GatherFns ch, std::string name) {
+    return SideChannel(rank, size, fp, std::move(ch.fn), std::move(name),
+                       cfg.get_timeout(), false, std::move(ch.view));
+  };
   if (!cfg.get_side_channel().empty()) {
     SideChannelSpec spec{
         cfg.get_side_channel(), rank, size, cfg.get_job(), cfg.get_token(),
         cfg.get_timeout()};
-    GatherFns ch = make_side_channel_fns_from_uri(spec);
-    return SideChannel(rank, size, fp, std::move(ch.fn),
-                       redact_uri(cfg.get_side_channel()), cfg.get_timeout(),
-                       false, std::move(ch.view));
+    return built_in(make_side_channel_fns_from_uri(spec),
+                    redact_uri(cfg.get_side_channel()));
   }
   TcpStarOptions opt{rank, size, cfg.get_coordinator(), cfg.get_token(),
                      cfg.get_timeout()};
-  GatherFns star = make_tcp_star_fns(opt);
-  return SideChannel(rank, size, fp, std::move(star.fn),
-                     "TCP coordinator " + cfg.get_coordinator(),
-                     cfg.get_timeout(), false, std::move(star.view));
+  return built_in(make_tcp_star_fns(opt),
+                  "TCP coordinator " + cfg.get_coordinator());
 }
 
 }  // namespace detail
