@@ -40,7 +40,7 @@ import jaccl_torch  # noqa: F401  (registers "jaccl")
 QUICK = os.environ.get("JT_QUICK") == "1"
 REPS = int(os.environ.get("JT_REPS", "5"))
 REP_SECONDS = float(os.environ.get("JT_REP_SECONDS", "0.05" if QUICK else "0.2"))
-WARM_CALLS = int(os.environ.get("JT_WARM_CALLS", "30"))
+WARM_CALLS = int(os.environ.get("JT_WARM_CALLS", "100"))
 WARM_SECONDS = float(os.environ.get("JT_WARM_SECONDS", "0.05" if QUICK else "0.2"))
 MAX_CALLS = 100000
 

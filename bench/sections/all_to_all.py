@@ -34,11 +34,12 @@ def _groups(quick):
     # group measures the steady state: the first calls after the tuner's
     # trials settle slowly (2-rank shm all_to_allv of 4 MiB, 2026-12-06:
     # 360-630 us a call over 60 calls after 30 warm-up calls, 263-294
-    # over 300), so it warms up 30 calls longer and times 300.
+    # over 300), so it warms up 30 calls longer and times 300. From 4 KiB
+    # the smallest group is tuned too.
     w = compare.TUNER_WARM
     if quick:
         return [("4K", "4K", 4, w, 200), ("1M", "1M", 4, w, 20)]
-    return [("1K", "16K", 4, 50, 1000), ("64K", "1M", 4, w, 300),
+    return [("1K", "16K", 4, w, 1000), ("64K", "1M", 4, w, 300),
             ("4M", "16M", 4, w + 30, 300)]
 
 

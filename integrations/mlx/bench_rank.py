@@ -60,7 +60,7 @@ def sizes():
     return [s for s in out if not QUICK or s in (8, 4 * k, m, 4 * m)]
 
 
-FIRST_WARM = int(os.environ.get("JM_FIRST_WARM", "30"))
+FIRST_WARM = int(os.environ.get("JM_FIRST_WARM", "100"))
 
 
 def iters_for(nbytes):

@@ -22,12 +22,12 @@
 // does one VM from minute to minute (its two vCPUs on one core complex or
 // on two: a cache-line handoff seven times dearer; BENCHMARKS.md). So, unless a
 // strategy is forced (JACCL_SHM_STRATEGY), every rank measures, per op kind and
-// power-of-two size class, kRounds rounds of 2k calls for the k ways the op
-// may take (six, or eight with direct: the guess, direct, then the others)
+// power-of-two size class, kRounds rounds of 3k calls for the k ways the op
+// may take (nine, or twelve with direct: the guess, direct, then the others)
 // after two untimed warm calls (the guess, then direct where it is a way):
-// in each round each way twice in a row, and only the second call timed; a
-// way's figure is the median of its rounds. One timed call was too few:
-// with 4 ranks on 2 CPUs a rank descheduled for a slice inflates the
+// in each round each way three times in a row, and only the third call
+// timed; a way's figure is the median of its rounds. One timed call was too
+// few: with 4 ranks on 2 CPUs a rank descheduled for a slice inflates the
 // slowest rank's time, and the tuner kept a way 1.3-1.6x slower in about
 // half the runs (BENCHMARKS.md, History, "2026-12-05 midday"). The fastest
 // of two rounds was still biased: direct reads take about five calls to
@@ -40,18 +40,26 @@
 // the way the call before it took (which of the slots' lines this core and
 // its peers still hold, and in what state): timed right after a streaming
 // call, the cached way looked 4x faster than it then ran call after call
-// (BENCHMARKS.md, History), and it was chosen. The second call of a pair
-// follows its own way, as every call does once the choice is made. Each rank
-// publishes each timed trial at the next sync step, and from then on every rank
-// uses the way with the lowest time per byte (the slowest rank's time). Calls
-// after the trials never change the figures: one call on unusual caches
-// (buffers the caller has just rewritten) must not overturn the choice. But
-// the machine may change under a long job (this VM's vCPUs move between
-// core complexes within minutes, and which way wins moves with them), so every
-// kRetrialCalls calls of a class, or as many as move kRetrialBytes if that
-// is more, the class measures again from fresh figures: about a percent of
-// its calls go to ways slower than the choice. And the calls of the
-// choice are timed too (from the clock reads every large op already
+// (BENCHMARKS.md, History), and it was chosen. And an op of one sync step
+// per call alternates between the slots' two parities, so its second call
+// writes the parity the way before it wrote last: the third call of a trial
+// follows two of its own way, as every call does once the choice is made.
+// Each rank publishes each timed trial at the next sync step, and from then
+// on every rank uses the way with the lowest time per byte (the slowest rank's
+// time). Calls after the trials never change the figures: one call on unusual
+// caches (buffers the caller has just rewritten) must not overturn the choice.
+// But the first trials run on a process that is still warming up: timed call by
+// call, a 2-rank all_gather of 1 MiB forced to cached took 100 us at first and
+// 55 after some 30 calls, and the trials, interleaved with the other ways, kept
+// measuring it 1.5-4x slow while direct (a kernel copy) was near its steady
+// time (direct chosen in 6 of 8 runs, at 65-97 us, against cached at 44-57 in 8
+// of 8 with this). So the class measures once more kSettleCalls calls after its
+// first decision. And the machine may change under a long job (this VM's vCPUs
+// move between core complexes within minutes, and which way wins moves with
+// them), so every kRetrialCalls calls of a class, or as many as move
+// kRetrialBytes if that is more, the class measures again from fresh figures:
+// about a percent of its calls go to ways slower than the choice. And the calls
+// of the choice are timed too (from the clock reads every large op already
 // makes): kDriftCalls of them in a row
 // at more than kDriftFactor times the choice's figure, once at least a gap
 // of calls has passed since the decision, measure again at once (a 4-rank
@@ -174,8 +182,10 @@ class ShmTuner {
     const Pick p = pick_at(c, guess);
     if (p.decided) {
       c.calls = kWarmCalls + trials_of(c);  // no wrap
-      if (++c.since >= retrial_calls(cls))
+      if (++c.since >= (c.settled ? retrial_calls(cls) : kSettleCalls)) {
+        c.settled = true;
         measure_again(c);  // from the next call
+      }
     } else {
       ++c.calls;
     }
@@ -252,7 +262,7 @@ class ShmTuner {
     uint32_t taken = 0;
     for (int w = 0; w < c.ways; ++w)
       taken += c.samples[static_cast<size_t>(w)];
-    if (taken == trials_of(c) / 2)
+    if (taken == trials_of(c) / kTrialCalls)
       decided_ = done_;  // the last trial's time: the class has chosen
     else
       decided_.kind = -1;
@@ -293,9 +303,14 @@ class ShmTuner {
   static constexpr uint32_t kWarmCalls = 2;
   // Rounds of trials (each way's figure is the median of its rounds).
   static constexpr uint32_t kRounds = 3;
+  // Calls of one way in a row per trial, the last one timed.
+  static constexpr uint32_t kTrialCalls = 3;
+  // Calls of the first choice before the class measures once more.
+  static constexpr uint32_t kSettleCalls = 16;
   // Measured again after this many calls of a class past its decision, or
   // after as many as move kRetrialBytes if that is more: the trials' calls
-  // of the slower ways, 2 (k - 1) kRounds of them, stay near a percent.
+  // of the slower ways, kTrialCalls (k - 1) kRounds of them, stay near a
+  // percent.
   static constexpr uint32_t kRetrialCalls = 2048;
   static constexpr size_t kRetrialBytes = size_t(4) << 30;
   // Measured again at once after kDriftCalls calls in a row of the choice
@@ -316,8 +331,9 @@ class ShmTuner {
   static constexpr size_t kClasses = 48;
   struct Class {
     uint32_t calls = 0;
-    uint32_t since = 0;                        // calls since the decision
-    int ways = kStoreWays;                     // fixed by the first call
+    uint32_t since = 0;     // calls since the decision
+    bool settled = false;   // measured again once the buffers were warm
+    int ways = kStoreWays;  // fixed by the first call
     std::array<uint32_t, kShmWays> samples{};  // timed trials so far
     std::array<double, kShmWays> best{};       // the figure, ns per byte
     std::array<std::array<double, kRounds>, kShmWays> figures{};  // rounds
@@ -332,7 +348,7 @@ class ShmTuner {
     c.slow = 0;
   }
   static uint32_t trials_of(const Class& c) {
-    return 2 * kRounds * static_cast<uint32_t>(c.ways);
+    return kTrialCalls * kRounds * static_cast<uint32_t>(c.ways);
   }
   // Class cls holds sizes from 2^cls bytes.
   static uint32_t retrial_calls(size_t cls) {
@@ -352,7 +368,7 @@ class ShmTuner {
     const bool direct = nw == kShmWays;
     constexpr int kDirect = static_cast<int>(ShmStrategy::Direct) - 1;
     // Trial order: guess, direct (if a way), then the others in order;
-    // each way twice in a row, the second call timed.
+    // each way kTrialCalls times in a row, the last call timed.
     int order[kShmWays];
     order[0] = static_cast<int>(guess) - 1;
     int k = 1;
@@ -385,11 +401,11 @@ class ShmTuner {
       p.way = shm_way(static_cast<ShmStrategy>(p.pick + 1));
       return p;
     }
-    // The first call of a pair leaves the caches as this way leaves them
-    // (untimed); the second is timed. Each round tries every way once.
-    const uint32_t in_round = idx % (2 * static_cast<uint32_t>(nw));
-    p.pick = order[in_round / 2];
-    p.timed = in_round % 2 == 1;
+    // The first calls of a trial leave the caches as this way leaves them
+    // (untimed); the last is timed. Each round tries every way once.
+    const uint32_t in_round = idx % (kTrialCalls * static_cast<uint32_t>(nw));
+    p.pick = order[in_round / kTrialCalls];
+    p.timed = in_round % kTrialCalls == kTrialCalls - 1;
     p.way = shm_way(static_cast<ShmStrategy>(p.pick + 1));
     return p;
   }
