@@ -332,7 +332,7 @@ class ShmTuner {
   struct Class {
     uint32_t calls = 0;
     uint32_t since = 0;     // calls since the decision
-    bool settled = false;   // measured again once the buffers were warm
+    bool settled = false;   // measured once more after the first choice
     int ways = kStoreWays;  // fixed by the first call
     std::array<uint32_t, kShmWays> samples{};  // timed trials so far
     std::array<double, kShmWays> best{};       // the figure, ns per byte

@@ -119,6 +119,17 @@ void expect_same_choices(const std::vector<std::vector<ShmStrategy>>& chosen,
   }
 }
 
+// Calls that run more than twice their figure a few in a row measure again
+// (drift), so under a loaded test run a class may still be measuring when a
+// test looks at its choice. Every rank holds the same tables at the same
+// call, so all of them make these extra calls alike: `call` while
+// `measuring`, a few hundred times at most.
+template <class Measuring, class Call>
+void call_until_chosen(Measuring measuring, Call call) {
+  for (int extra = 0; extra < 400 && measuring(); ++extra)
+    call();
+}
+
 template <class T>
 T at16(const void* buf, size_t i) {
   uint16_t b;
@@ -544,25 +555,21 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
                       : std::vector<ShmTuner::Kind>{ShmTuner::kReduce,
                                                     ShmTuner::kGather,
                                                     ShmTuner::kBroadcast};
-            // Calls that run more than twice their figure, a few in a row,
-            // measure again (drift): under a loaded test run a class may be
-            // measuring again here. Every rank holds the same tables at the
-            // same call, so all of them run these extra calls alike.
             auto measuring = [&] {
               for (auto kind : kinds)
                 if (shm.strategy_for(kind, count * 4) == ShmStrategy::Auto)
                   return true;
               return false;
             };
-            for (int extra = 0; st == 0 && extra < 400 && measuring();
-                 ++extra) {
-              g.all_sum(in.data(), out.data(), count * 4, Float32);
-              g.all_gather(in.data(), all.data(), count * 4);
-              std::vector<float> b = g.rank() == 1 ? in : out0;
-              g.broadcast(b.data(), count * 4, 1);
-              EXPECT_TRUE(out == out0 && all == all0 && b == b0)
-                  << "count " << count << ": results differ after the trials";
-            }
+            if (st == 0)
+              call_until_chosen(measuring, [&] {
+                g.all_sum(in.data(), out.data(), count * 4, Float32);
+                g.all_gather(in.data(), all.data(), count * 4);
+                std::vector<float> b = g.rank() == 1 ? in : out0;
+                g.broadcast(b.data(), count * 4, 1);
+                EXPECT_TRUE(out == out0 && all == all0 && b == b0)
+                    << "count " << count << ": results differ after the trials";
+              });
             for (auto kind : kinds)
               chosen[static_cast<size_t>(g.rank())].push_back(
                   shm.strategy_for(kind, count * 4));
@@ -643,16 +650,16 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
               }
               if (block * P < kShmTunedFromBytes)
                 continue;
-              // A class may be measuring again (drift, under a loaded test
-              // run): every rank alike runs calls until it has chosen.
-              for (int extra = 0;
-                   st == 0 && extra < 400 &&
-                   shm.strategy_for(ShmTuner::kAllToAll, block * P) ==
-                       ShmStrategy::Auto;
-                   ++extra) {
-                g.all_to_all(in.data(), out.data(), block);
-                ASSERT_TRUE(out == want) << "all_to_all after the trials";
-              }
+              if (st == 0)
+                call_until_chosen(
+                    [&] {
+                      return shm.strategy_for(ShmTuner::kAllToAll, block * P) ==
+                             ShmStrategy::Auto;
+                    },
+                    [&] {
+                      g.all_to_all(in.data(), out.data(), block);
+                      ASSERT_TRUE(out == want) << "all_to_all after the trials";
+                    });
               chosen[static_cast<size_t>(me)].push_back(
                   shm.strategy_for(ShmTuner::kAllToAll, block * P));
             }
