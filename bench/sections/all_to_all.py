@@ -68,17 +68,22 @@ def run(ctx):
                     if cmd is None:
                         continue
                     try:
-                        out, _, _ = runner(cmd, timeout=300)
+                        out, err, _ = runner(cmd, timeout=300)
                     except RuntimeError as e:
                         res["errors"].append(
                             f"{lib} {op}{' ' + pat if pat else ''} {n} ranks "
                             f"{g[0]}..{g[1]}: {str(e).splitlines()[0]}")
                         log("   FAILED " + res["errors"][-1])
                         continue
+                    ways = (compare.tuner_ways(err) if lib == "jaccl-shm"
+                            else {})
                     for j in compare.json_lines(out):
                         if "bytes" in j and "avg_us" in j:
                             j["lib"], j["rep"] = lib, rep
                             j["op"], j["pattern"] = op, pat
+                            w = compare.way_of(ways, op, j["bytes"], n)
+                            if w:
+                                j["way"] = w
                             raw.append(j)
                 log(f"   all_to_all(v) rep {rep + 1}/{reps} {n} ranks "
                     f"{g[0]}..{g[1]}")
@@ -88,6 +93,9 @@ def run(ctx):
         cells.setdefault((j["op"], j["pattern"] or "", j["ranks"], j["lib"],
                           j["bytes"]), []).append(j)
     for (op, pat, n, lib, b), js in sorted(cells.items()):
+        ways = {}
+        for x in js:
+            compare.count_way(ways, x.get("way"))
         res["rows"].append({
             "op": op, "pattern": pat or None, "ranks": n, "lib": lib,
             "bytes": b,
@@ -99,6 +107,7 @@ def run(ctx):
             # Per repetition, for ratios paired within one (summary.paired).
             "by_rep": {x["rep"]: x["avg_us"] for x in js},
             "backend": js[0].get("backend"),
+            "ways": ways,
             "wrong": max(x.get("wrong", 0) for x in js)})
     res["load_after"] = compare.loadavg()
     res["date"] = compare.now()
@@ -185,6 +194,12 @@ def render(res):
                           f"{100 * f:.0f}%" if f is not None else "–"]
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
+        wl = compare.ways_line(sorted(
+            (r["bytes"], r.get("ways") or {}) for r in res.get("rows", [])
+            if r["lib"] == "jaccl-shm" and r["op"] == row["op"]
+            and r["pattern"] == row["pattern"] and r["ranks"] == row["n"]))
+        if wl:
+            L += [wl, ""]
     verdicts = []
     for row in rows:
         for name, ok, d in summary.targets(row):
