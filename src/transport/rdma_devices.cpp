@@ -3,28 +3,39 @@
 
 #include <dirent.h>
 
+#include <array>
 #include <cstring>
 
 namespace jaccl::detail {
 
 namespace {
 
-// The first entry of dir whose name starts with prefix ("" matches every
-// entry but . and ..), as a path; "" if none or dir cannot be read.
-std::string first_entry(const std::string& dir, const char* prefix) {
+// Name prefixes of device nodes in one directory ("" matches every entry but
+// . and ..; nullptr: unused).
+using Prefixes = std::array<const char*, 2>;
+
+// The first entry of dir (in directory order) whose name starts with one of
+// prefixes, as a path; "" if none or dir cannot be read. One pass over dir.
+std::string first_entry(const std::string& dir, const Prefixes& prefixes) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
     return "";
   }
   std::string found;
-  const size_t n = std::strlen(prefix);
-  while (const dirent* e = ::readdir(d)) {
+  while (found.empty()) {
+    const dirent* e = ::readdir(d);
+    if (e == nullptr) {
+      break;
+    }
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) {
       continue;
     }
-    if (std::strncmp(e->d_name, prefix, n) == 0) {
-      found = dir + "/" + e->d_name;
-      break;
+    for (const char* prefix : prefixes) {
+      if (prefix != nullptr &&
+          std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0) {
+        found = dir + "/" + e->d_name;
+        break;
+      }
     }
   }
   ::closedir(d);
@@ -39,16 +50,15 @@ std::string find_rdma_device(const std::string& root) {
                             : root.substr(0, root.size() - 1);
   struct Place {
     const char* dir;
-    const char* prefix;
+    Prefixes prefixes;
   };
   static const Place kPlaces[] = {
-      {"/sys/class/infiniband", ""},  // verbs, efa, psm3, hfi1, rxe
-      {"/dev", "hfi1_"},              // psm2, opx
-      {"/dev", "cxi"},                // cxi
-      {"/sys/class/cxi", ""},         // cxi
+      {"/sys/class/infiniband", {"", nullptr}},  // verbs, efa, psm3, hfi1, rxe
+      {"/dev", {"hfi1_", "cxi"}},                // psm2, opx; cxi
+      {"/sys/class/cxi", {"", nullptr}},         // cxi
   };
   for (const Place& p : kPlaces) {
-    std::string f = first_entry(r + p.dir, p.prefix);
+    std::string f = first_entry(r + p.dir, p.prefixes);
     if (!f.empty()) {
       return f.substr(r.size());
     }
