@@ -75,16 +75,10 @@ def run(ctx):
                             f"{g[0]}..{g[1]}: {str(e).splitlines()[0]}")
                         log("   FAILED " + res["errors"][-1])
                         continue
-                    ways = (compare.tuner_ways(err) if lib == "jaccl-shm"
-                            else {})
-                    for j in compare.json_lines(out):
-                        if "bytes" in j and "avg_us" in j:
-                            j["lib"], j["rep"] = lib, rep
-                            j["op"], j["pattern"] = op, pat
-                            w = compare.way_of(ways, op, j["bytes"], n)
-                            if w:
-                                j["way"] = w
-                            raw.append(j)
+                    for j in compare.timed_rows(out, err, lib, op, n):
+                        j["lib"], j["rep"] = lib, rep
+                        j["op"], j["pattern"] = op, pat
+                        raw.append(j)
                 log(f"   all_to_all(v) rep {rep + 1}/{reps} {n} ranks "
                     f"{g[0]}..{g[1]}")
     # Median over repetitions of each rank-average.
@@ -195,9 +189,10 @@ def render(res):
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
         wl = compare.ways_line(sorted(
-            (r["bytes"], r.get("ways") or {}) for r in res.get("rows", [])
-            if r["lib"] == "jaccl-shm" and r["op"] == row["op"]
-            and r["pattern"] == row["pattern"] and r["ranks"] == row["n"]))
+            ((r["bytes"], r.get("ways") or {}) for r in res.get("rows", [])
+             if r["lib"] == "jaccl-shm" and r["op"] == row["op"]
+             and r["pattern"] == row["pattern"] and r["ranks"] == row["n"]),
+            key=lambda x: x[0]))
         if wl:
             L += [wl, ""]
     verdicts = []
