@@ -45,6 +45,49 @@ bool is_peer_lost(int err) {
 // delayed ACKs. Figures: BENCHMARKS.md, History (the 06:25 run).
 constexpr size_t kMinSendBuffer = size_t(128) << 10;
 
+// A message's header travels in a frame: the header, one byte P, then P
+// zero bytes (P < 64), P chosen by the sender so that the payload starts in
+// the kernel's page fragment at the payload's own address mod 64. The
+// kernel copies into and out of socket buffers with `rep movsb`, which on
+// some CPUs runs at a fifteenth of its speed when (destination - source)
+// mod 4096 is 1-31 bytes (AMD Zen 3, 2026-12-07: 2-3 against 45 GB/s). A
+// sender's fragment restarts at offset 0 once the peer has read what it
+// held, so behind the bare 24-byte header a page-aligned or malloc'd (16
+// mod 4096) payload fell in that window on every message (2-rank
+// all_to_all of 256 KiB: twice the time of the same exchange with the
+// counts in front; a fixed frame only moved the window onto other buffers;
+// BENCHMARKS.md, History). The receive copy stays out of it too whenever
+// the two buffers share their alignment mod 64.
+// The frame is the sender's alone: a receiver may take a message in
+// several receives (all_to_allv's Bruck rounds take the rows, then the
+// blocks behind them), so it reads a frame's head before what follows.
+constexpr size_t kFrameHead = kMsgHeaderBytes + 1;  // up to and with P
+constexpr size_t kFrameAlign = 64;
+static_assert(kFrameHead + kFrameAlign <= sizeof(Msg{}.priv));
+
+// m's frame; a receive's once its head is in (frame_known).
+size_t frame_bytes(const Msg& m) {
+  return kFrameHead + m.priv[kMsgHeaderBytes];
+}
+bool frame_known(const Msg& m) {
+  return m.hdr_done >= kFrameHead;
+}
+// A received pad past the bound: the peer sends something else (the
+// caller's check of the header says what) or the stream is out of step.
+bool bad_pad(const Msg& m) {
+  return frame_known(m) && m.priv[kMsgHeaderBytes] >= kFrameAlign;
+}
+
+// A small receive's pad and payload are read ahead with what follows, into
+// a buffer at the read's offset in the frame mod kFrameAlign (the frame's
+// start taken as aligned, as the sender does), so that the copies into it
+// and out of it keep the source's alignment too.
+constexpr size_t kAheadAlloc = kAhead + 2 * kFrameAlign;
+char* ahead_at(char* base, size_t skew) {
+  const auto at = reinterpret_cast<uintptr_t>(base);
+  return base + (kFrameAlign - at % kFrameAlign) % kFrameAlign + skew;
+}
+
 // The SO_SNDBUF for m; `now` where the size does not matter (a message
 // shorter than kMinSendBuffer fits either way: no system call for it).
 size_t send_buffer_for(const Msg& m, size_t cap, size_t now) {
@@ -85,9 +128,9 @@ class TcpLink final : public Link {
         sndbuf_ = want;
       }
     }
-    post(sends_, m);
+    post(sends_, m, true);
   }
-  void post_recv(Msg& m) override { post(recvs_, m); }
+  void post_recv(Msg& m) override { post(recvs_, m, false); }
   void accept(Msg& m) override { m.accepted = true; }
 
   bool progress(const char* op) override {
@@ -115,10 +158,10 @@ class TcpLink final : public Link {
     if (m == nullptr || m->hdr == nullptr || m->moved != 0) {
       return;
     }
-    while (m->hdr_done < kMsgHeaderBytes) {
+    while (m->hdr_done < frame_bytes(*m)) {
       const ssize_t n =
-          ::send(fd_.get(), static_cast<const char*>(m->hdr) + m->hdr_done,
-                 kMsgHeaderBytes - m->hdr_done, MSG_NOSIGNAL | MSG_DONTWAIT);
+          ::send(fd_.get(), m->priv + m->hdr_done,
+                 frame_bytes(*m) - m->hdr_done, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n <= 0 && errno != EINTR) {
         return;
       }
@@ -133,25 +176,47 @@ class TcpLink final : public Link {
   }
 
  private:
-  static void post(MsgQueue& q, Msg& m) {
+  static void post(MsgQueue& q, Msg& m, bool is_send) {
     if (m.hdr == nullptr && m.len == 0) {
       m.done = true;  // nothing to move
       return;
+    }
+    if (is_send && m.hdr != nullptr) {
+      // The payload at buf's offset mod kFrameAlign.
+      const auto at = reinterpret_cast<uintptr_t>(m.buf);
+      const size_t pad = m.len == 0 ? 0 : (at - kFrameHead) % kFrameAlign;
+      std::memcpy(m.priv, m.hdr, kMsgHeaderBytes);
+      m.priv[kMsgHeaderBytes] = static_cast<unsigned char>(pad);
+      std::memset(m.priv + kFrameHead, 0, pad);
     }
     q.push(m);
   }
 
   // The iovecs of the queue's head messages (at most kMaxIov); want gets
   // their length. Returns the count; *all: every queued message is in.
-  static int gather(const MsgQueue& q, iovec* iov, size_t& want, bool* all) {
+  // A receive whose frame is not known yet ends the list: a small one's pad
+  // and payload are read ahead (*all; *skew: the read-ahead's offset in
+  // the frame), a large one's come in place by the next call.
+  static int gather(const MsgQueue& q, bool is_send, iovec* iov, size_t& want,
+                    bool* all, size_t* skew) {
     int n_iov = 0;
     want = 0;
     const Msg* m = q.head;
     for (; m != nullptr && n_iov + 2 <= kMaxIov; m = m->next) {
-      if (m->hdr != nullptr && m->hdr_done < kMsgHeaderBytes) {
-        iov[n_iov++] = {static_cast<char*>(m->hdr) + m->hdr_done,
-                        kMsgHeaderBytes - m->hdr_done};
-        want += kMsgHeaderBytes - m->hdr_done;
+      if (m->hdr != nullptr) {
+        auto* frame = const_cast<unsigned char*>(m->priv);
+        if (!is_send && !frame_known(*m)) {
+          iov[n_iov++] = {frame + m->hdr_done, kFrameHead - m->hdr_done};
+          want += kFrameHead - m->hdr_done;
+          *all = m->len + kFrameAlign <= kAhead;
+          *skew = kFrameHead;
+          return n_iov;
+        }
+        const size_t f = frame_bytes(*m);
+        if (m->hdr_done < f) {
+          iov[n_iov++] = {frame + m->hdr_done, f - m->hdr_done};
+          want += f - m->hdr_done;
+        }
       }
       if (m->moved < m->len) {
         const size_t left = std::min(m->len - m->moved, kMaxIoSlice - want);
@@ -163,6 +228,7 @@ class TcpLink final : public Link {
       }
     }
     *all = m == nullptr && want < kMaxIoSlice;
+    *skew = 0;
     return n_iov;
   }
 
@@ -184,10 +250,25 @@ class TcpLink final : public Link {
   bool pump(MsgQueue& q, bool is_send, const char* op) {
     bool moved = false;
     while (!q.empty()) {
+      if (!is_send && bad_pad(*q.head)) {
+        // Its header is in: the caller's check names a peer doing another
+        // op; past that check the stream itself is out of step.
+        if (!q.head->accepted) {
+          return moved;
+        }
+        raise(ErrorKind::Protocol,
+              std::string("during ") + op + ": a message's frame says " +
+                  std::to_string(q.head->priv[kMsgHeaderBytes]) +
+                  " bytes of padding (at most " +
+                  std::to_string(kFrameAlign - 1) +
+                  "): the stream is out of step with the peer",
+              {.rank = rank_, .peer = peer_});
+      }
       iovec iov[kMaxIov + 1];
       size_t want = 0;
       bool all = false;
-      int n_iov = gather(q, iov, want, &all);
+      size_t skew = 0;
+      int n_iov = gather(q, is_send, iov, want, &all, &skew);
       if (!is_send && ahead_len_ != 0) {
         account(q, take_ahead(iov, n_iov), false);
         moved = true;
@@ -200,12 +281,12 @@ class TcpLink final : public Link {
       // the thread's until then: a rank of thousands of links that never
       // read ahead keeps none).
       const bool ahead = !is_send && all && want < kAhead;
-      char* into = ahead_ ? ahead_.get() : t_ahead.data();
+      char* into = nullptr;
       if (ahead) {
-        if (into == nullptr) {
-          t_ahead.resize(kAhead);
-          into = t_ahead.data();
+        if (!ahead_ && t_ahead.empty()) {
+          t_ahead.resize(kAheadAlloc);
         }
+        into = ahead_at(ahead_ ? ahead_.get() : t_ahead.data(), skew);
         iov[n_iov++] = {into, kAhead};
       }
       msghdr msg{};
@@ -233,11 +314,13 @@ class TcpLink final : public Link {
       const auto n = static_cast<size_t>(got);
       account(q, std::min(n, want), is_send);
       if (n > want) {
+        char* at = into;
         if (!ahead_) {
-          ahead_ = std::make_unique_for_overwrite<char[]>(kAhead);
-          std::memcpy(ahead_.get(), into, n - want);
+          ahead_ = std::make_unique_for_overwrite<char[]>(kAheadAlloc);
+          at = ahead_at(ahead_.get(), skew);
+          std::memcpy(at, into, n - want);
         }
-        ahead_off_ = 0;
+        ahead_off_ = static_cast<size_t>(at - ahead_.get());
         ahead_len_ = n - want;
       }
       if (n < want + (ahead ? kAhead : 0)) {
@@ -254,18 +337,26 @@ class TcpLink final : public Link {
     }
   }
 
-  static void account(MsgQueue& q, size_t n, bool is_send) {
+  void account(MsgQueue& q, size_t n, bool is_send) const {
     while (!q.empty()) {
       Msg& m = *q.head;
-      if (m.hdr != nullptr && m.hdr_done < kMsgHeaderBytes) {
-        const size_t h = std::min(n, kMsgHeaderBytes - m.hdr_done);
-        m.hdr_done += h;
-        n -= h;
-        if (m.hdr_done < kMsgHeaderBytes) {
-          return;
-        }
-        if (!is_send) {
+      if (m.hdr != nullptr) {
+        auto take = [&](size_t upto) {
+          const size_t h = std::min(n, upto - m.hdr_done);
+          m.hdr_done += h;
+          n -= h;
+          return m.hdr_done == upto;
+        };
+        // A receive's header is the caller's to check once it is in.
+        if (!is_send && !m.hdr_in) {
+          if (!take(kFrameHead)) {
+            return;
+          }
+          std::memcpy(m.hdr, m.priv, kMsgHeaderBytes);
           m.hdr_in = true;
+        }
+        if (bad_pad(m) || !take(frame_bytes(m))) {
+          return;  // a bad pad: held (pump)
         }
       }
       const size_t p = std::min(n, m.len - m.moved);

@@ -5,6 +5,7 @@
 // errors, zero bytes) are in test_group_conformance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -13,6 +14,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/net_group.h"
@@ -434,14 +436,19 @@ TEST(CollectivesErrors, DifferentOpIsAProtocolErrorNamingThePeer) {
 }
 
 TEST(CollectivesErrors, DifferentSizeIsAProtocolError) {
-  for (size_t big : {size_t(64), size_t(1) << 20}) {
+  // Below and past the size TCP reads through its read-ahead, and payload
+  // bytes that are not a valid frame pad (0x42 = 66) should a frame be
+  // misread: the header names the mismatch.
+  for (auto [big, fill] :
+       {std::pair{size_t(64), 0}, std::pair{size_t(1) << 20, 0},
+        std::pair{size_t(1) << 20, 0x42}}) {
     auto g = make_groups({.n = 2, .wires = 2});
     std::vector<std::string> msgs(2);
     run_ranks(2, [&](int r) {
-      std::vector<char> buf(big);
+      std::vector<char> buf(big, static_cast<char>(fill));
       const size_t n = r == 0 ? 32 : big;
       msgs[r] = expect_throw<ProtocolError>(
-          [&] { g[r]->all_sum(buf.data(), buf.data(), n, Int32); });
+          [&] { g[r]->all_sum(buf.data(), buf.data(), n, Float32); });
     });
     for (int r = 0; r < 2; ++r) {
       EXPECT_NE(msgs[r].find(std::to_string(big)), std::string::npos)
@@ -454,19 +461,25 @@ TEST(CollectivesErrors, DifferentSizeIsAProtocolError) {
 }
 
 TEST(CollectivesErrors, RecvOfAnotherSizeNamesBothSizesAndThePeer) {
-  auto g = make_groups({.n = 2, .wires = 3});
-  std::string msg;
-  run_ranks(2, [&](int r) {
-    std::vector<char> buf(1000);
-    if (r == 0) {
-      g[0]->send(buf.data(), 1000, 1);
-    } else {
-      msg = expect_throw<ProtocolError>([&] { g[1]->recv(buf.data(), 10, 0); });
-    }
-  });
-  EXPECT_NE(msg.find("1000"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("10 bytes"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("peer rank 0"), std::string::npos) << msg;
+  // Larger and smaller than sent, below and past TCP's padded frame.
+  for (auto [sent, want] : {std::pair{size_t(1000), size_t(10)},
+                            std::pair{size_t(10), size_t(1) << 20}}) {
+    auto g = make_groups({.n = 2, .wires = 3});
+    std::string msg;
+    run_ranks(2, [&](int r) {
+      std::vector<char> buf(std::max(sent, want), char(0x42));
+      if (r == 0) {
+        g[0]->send(buf.data(), sent, 1);
+      } else {
+        msg = expect_throw<ProtocolError>(
+            [&] { g[1]->recv(buf.data(), want, 0); });
+      }
+    });
+    EXPECT_NE(msg.find(std::to_string(sent)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::to_string(want) + " bytes"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("peer rank 0"), std::string::npos) << msg;
+  }
 }
 
 TEST(CollectivesErrors, PeerClosingMidOpIsPeerLostNamingIt) {
