@@ -10,9 +10,9 @@ after the torch job, so the front ends' per-call cost reads off the table;
 and memcpy at 1, 4, 16, 64 MiB (memcpy_bench), the ceiling bus bandwidth is
 judged against. Every process runs under compare's --rt prefix when given.
 """
+import glob
 import json
 import os
-import statistics
 import subprocess
 import sys
 
@@ -101,9 +101,15 @@ def _build_type(bdir):
 def run(ctx):
     log, runner = ctx["log"], ctx["run"]
     bdir = os.path.dirname(os.path.dirname(ctx["exe"]["run"]))
-    runner(["cmake", "--build", bdir, "-j2", "--target", "jaccl_torch",
-            "--target", "jaccl_python"], timeout=3600)
     module_dir = os.path.join(bdir, "torch")
+    if ctx.get("no_build"):
+        # Built already or not at all: a build here would relink libjaccl
+        # under the sections that follow.
+        if not glob.glob(os.path.join(module_dir, "jaccl_torch*.so")):
+            raise RuntimeError(f"--no-build: no jaccl_torch in {module_dir}")
+    else:
+        runner(["cmake", "--build", bdir, "-j2", "--target", "jaccl_torch",
+                "--target", "jaccl_python"], timeout=3600)
     res = {"load_before": compare.loadavg(), "jobs": {}, "floors": {},
            "rt": bool(compare.RT), "build_type": _build_type(bdir)}
     mb = ctx["exe"].get("memcpy_bench")
@@ -265,6 +271,6 @@ def render(res):
         L.append("Goals (issue 26): " + ". ".join(verdicts) + ".")
         L.append("")
     L.append("Reproduce: `bench/compare --section torch` (builds "
-             "`jaccl_torch` and `jaccl` in the bench build directory; add "
-             "`--rt` on a shared machine).")
+             "`jaccl_torch` and `jaccl` in the bench build directory unless "
+             "`--no-build`; add `--rt` on a shared machine).")
     return L
