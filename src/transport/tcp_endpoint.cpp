@@ -337,7 +337,7 @@ class TcpLink final : public Link {
     }
   }
 
-  void account(MsgQueue& q, size_t n, bool is_send) const {
+  static void account(MsgQueue& q, size_t n, bool is_send) {
     while (!q.empty()) {
       Msg& m = *q.head;
       if (m.hdr != nullptr) {
