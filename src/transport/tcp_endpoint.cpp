@@ -128,9 +128,17 @@ class TcpLink final : public Link {
         sndbuf_ = want;
       }
     }
-    post(sends_, m, true);
+    if (m.hdr != nullptr) {
+      // The frame: the payload at buf's offset mod kFrameAlign.
+      const auto at = reinterpret_cast<uintptr_t>(m.buf);
+      const size_t pad = m.len == 0 ? 0 : (at - kFrameHead) % kFrameAlign;
+      std::memcpy(m.priv, m.hdr, kMsgHeaderBytes);
+      m.priv[kMsgHeaderBytes] = static_cast<unsigned char>(pad);
+      std::memset(m.priv + kFrameHead, 0, pad);
+    }
+    post(sends_, m);
   }
-  void post_recv(Msg& m) override { post(recvs_, m, false); }
+  void post_recv(Msg& m) override { post(recvs_, m); }
   void accept(Msg& m) override { m.accepted = true; }
 
   bool progress(const char* op) override {
@@ -176,18 +184,10 @@ class TcpLink final : public Link {
   }
 
  private:
-  static void post(MsgQueue& q, Msg& m, bool is_send) {
+  static void post(MsgQueue& q, Msg& m) {
     if (m.hdr == nullptr && m.len == 0) {
       m.done = true;  // nothing to move
       return;
-    }
-    if (is_send && m.hdr != nullptr) {
-      // The payload at buf's offset mod kFrameAlign.
-      const auto at = reinterpret_cast<uintptr_t>(m.buf);
-      const size_t pad = m.len == 0 ? 0 : (at - kFrameHead) % kFrameAlign;
-      std::memcpy(m.priv, m.hdr, kMsgHeaderBytes);
-      m.priv[kMsgHeaderBytes] = static_cast<unsigned char>(pad);
-      std::memset(m.priv + kFrameHead, 0, pad);
     }
     q.push(m);
   }

@@ -461,7 +461,8 @@ TEST(CollectivesErrors, DifferentSizeIsAProtocolError) {
 }
 
 TEST(CollectivesErrors, RecvOfAnotherSizeNamesBothSizesAndThePeer) {
-  // Larger and smaller than sent, below and past TCP's padded frame.
+  // Larger and smaller than sent, below and past the size TCP reads through
+  // its read-ahead.
   for (auto [sent, want] : {std::pair{size_t(1000), size_t(10)},
                             std::pair{size_t(10), size_t(1) << 20}}) {
     auto g = make_groups({.n = 2, .wires = 3});
