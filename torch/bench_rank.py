@@ -4,7 +4,9 @@ bench/sections, where torch.py would shadow the torch package).
 torch.distributed.all_reduce (float32, SUM) in a steady loop on three
 process groups of the same ranks: "jaccl" (auto: shared memory on one host;
 timed as a synchronous call and as async_op=True + wait()), "jaccl" with
-JACCL_TRANSPORT=tcp, and "gloo". Per size:
+JACCL_TRANSPORT=tcp, and "gloo"; up to FLOOR_MAX bytes also "floor"
+(bench/torch_floor.cpp: a backend whose all_reduce does nothing, so its
+time is torch's own per call), when the module was built. Per size:
 
 - warm-up: each series runs until it has made JT_WARM_CALLS calls and spent
   JT_WARM_SECONDS (jaccl's shm group times its first calls of a size class
@@ -37,12 +39,18 @@ import torch.distributed as dist
 
 import jaccl_torch  # noqa: F401  (registers "jaccl")
 
+try:
+    import torch_floor  # noqa: F401  (registers "floor")
+except ImportError:
+    torch_floor = None
+
 QUICK = os.environ.get("JT_QUICK") == "1"
 REPS = int(os.environ.get("JT_REPS", "5"))
 REP_SECONDS = float(os.environ.get("JT_REP_SECONDS", "0.05" if QUICK else "0.2"))
 WARM_CALLS = int(os.environ.get("JT_WARM_CALLS", "100"))
 WARM_SECONDS = float(os.environ.get("JT_WARM_SECONDS", "0.05" if QUICK else "0.2"))
 MAX_CALLS = 100000
+FLOOR_MAX = 32 << 10  # the floor does not depend on the size
 
 
 def emit(**kw):
@@ -115,10 +123,11 @@ def main():
     os.environ["JACCL_TRANSPORT"] = "tcp"  # read when the next group is made
     jtcp = dist.new_group(backend="jaccl")
     gloo = dist.new_group(backend="gloo")
+    floor = dist.new_group(backend="floor") if torch_floor else None
     world = dist.group.WORLD
     # (name, group, async_op)
-    series = [("jaccl", world, False), ("jaccl-async", world, True),
-              ("jaccl-tcp", jtcp, False), ("gloo", gloo, False)]
+    every = [("jaccl", world, False), ("jaccl-async", world, True),
+             ("jaccl-tcp", jtcp, False), ("gloo", gloo, False)]
     emit(planes={"jaccl": jaccl_torch.data_plane(world),
                  "jaccl-tcp": jaccl_torch.data_plane(jtcp)},
          inline_bytes=jaccl_torch.inline_bytes(),
@@ -130,6 +139,8 @@ def main():
         set_fifo(True)
     for nbytes in sizes():
         t = torch.ones(max(1, nbytes // 4), dtype=torch.float32)
+        series = every + ([("floor", floor, False)]
+                          if floor is not None and nbytes <= FLOOR_MAX else [])
         calls = {}
         for name, g, a in series:
             dist.barrier(group=gloo)

@@ -3,8 +3,9 @@
 all_reduce of float32 tensors, 8 B .. 64 MiB, on 2 and 4 ranks, in a steady
 loop (torch/bench_rank.py: warm-up per size, timed loops of ~0.2 s,
 repetitions alternated between jaccl (shm; synchronous and async_op=True +
-wait()), jaccl over TCP and gloo); then one DDP step. Beside them, measured
-in the same run: jaccl's C++ API (jaccl-bench, in place, shm) and the
+wait()), jaccl over TCP, gloo and, up to 32 KiB, torch's floor: a backend
+that does nothing, bench/torch_floor.cpp); then one DDP step. Beside them,
+measured in the same run: jaccl's C++ API (jaccl-bench, in place, shm) and the
 Python module (jaccl.all_sum, python/bench_rank.py), each run before and
 after the torch job, so the front ends' per-call cost reads off the table;
 and memcpy at 1, 4, 16, 64 MiB (memcpy_bench), the ceiling bus bandwidth is
@@ -25,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 RANK = os.path.join(ROOT, "torch", "bench_rank.py")
 PY_RANK = os.path.join(ROOT, "python", "bench_rank.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-SERIES = ["jaccl", "jaccl-async", "jaccl-tcp", "gloo"]
+SERIES = ["jaccl", "jaccl-async", "jaccl-tcp", "gloo", "floor"]
 
 
 def _job(n, module_dir, quick, reps, log):
@@ -109,7 +110,8 @@ def run(ctx):
             raise RuntimeError(f"--no-build: no jaccl_torch in {module_dir}")
     else:
         runner(["cmake", "--build", bdir, "-j2", "--target", "jaccl_torch",
-                "--target", "jaccl_python"], timeout=3600)
+                "--target", "torch_floor", "--target", "jaccl_python"],
+               timeout=3600)
     res = {"load_before": compare.loadavg(), "jobs": {}, "floors": {},
            "rt": bool(compare.RT), "build_type": _build_type(bdir)}
     mb = ctx["exe"].get("memcpy_bench")
@@ -171,7 +173,12 @@ def render(res):
         "unbound ranks: three process groups of the same ranks — jaccl with "
         "its default data plane (shared memory on one host), timed as a "
         "synchronous call and as `async_op=True` + `wait()`; jaccl with "
-        "`JACCL_TRANSPORT=tcp`; gloo. **Method** (`torch/bench_rank.py`): per "
+        "`JACCL_TRANSPORT=tcp`; gloo; and up to 32 KiB *torch floor*, a "
+        "backend whose all_reduce does nothing and returns a completed "
+        "`Work` (`bench/torch_floor.cpp`): what torch's own layers (the "
+        "Python checks of `dist.all_reduce`, pybind, the GIL, the `Work`) "
+        "cost per call, the least any backend's small op can take through "
+        "torch on this machine. **Method** (`torch/bench_rank.py`): per "
         f"size a warm-up of each series (>= {method.get('warm_calls', 10)} "
         f"calls and >= {method.get('warm_seconds', 0.2)} s), then "
         f"{res.get('reps')} repetitions, each a timed loop of back-to-back "
@@ -209,7 +216,11 @@ def render(res):
                      f"µs; Python module {_us(py)} µs (+{_us(py - cpp)}); "
                      f"torch {_us(r8['jaccl'])} µs synchronous, "
                      f"{_us(r8['jaccl-async'])} µs async + wait "
-                     f"(+{_us(r8['jaccl'] - cpp)} over the C++ API).")
+                     f"(+{_us(r8['jaccl'] - cpp)} over the C++ API)"
+                     + (f"; torch's floor {_us(r8['floor'])} µs, so torch "
+                        f"with jaccl can take no less than "
+                        f"{_us(r8['floor'] + cpp)} µs here (floor + C++ API)"
+                        if r8.get("floor") else "") + ".")
             L.append("")
     for n, rows in sorted(res["jobs"].items()):
         nn = int(n)
@@ -219,9 +230,10 @@ def render(res):
                  + ")")
         L.append("")
         L.append("| bytes | jaccl µs | jaccl async µs | jaccl TCP µs | "
-                 "gloo µs | C++ API µs | Python module µs | jaccl / gloo | "
-                 "jaccl TCP / gloo | jaccl busbw GB/s | % memcpy |")
-        L.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                 "gloo µs | torch floor µs | C++ API µs | Python module µs | "
+                 "jaccl / gloo | jaccl TCP / gloo | jaccl busbw GB/s | "
+                 "% memcpy |")
+        L.append("|---:" * 12 + "|")
         for r in rows:
             if r.get("op") != "all_reduce":
                 continue
@@ -230,7 +242,8 @@ def render(res):
             m = _mem_at(res, b)
             L.append(f"| {compare.human(b)} | {_us(r['jaccl'])} | "
                      f"{_us(r['jaccl-async'])} | {_us(r['jaccl-tcp'])} | "
-                     f"{_us(r['gloo'])} | {_us(_floor(res, n, 'cpp', b))} | "
+                     f"{_us(r['gloo'])} | {_us(r.get('floor'))} | "
+                     f"{_us(_floor(res, n, 'cpp', b))} | "
                      f"{_us(_floor(res, n, 'python', b))} | "
                      f"{r['gloo'] / r['jaccl']:.1f}x | "
                      f"{r['gloo'] / r['jaccl-tcp']:.1f}x | {bus:.2f} | "
@@ -258,7 +271,9 @@ def render(res):
             worst = max(small["jaccl"], small["jaccl-async"])
             v.append(f"8 B sync {_us(small['jaccl'])} µs, async + wait "
                      f"{_us(small['jaccl-async'])} µs (goal <= 5 µs: "
-                     f"{'met' if worst <= 5e-6 else 'NOT met'})")
+                     f"{'met' if worst <= 5e-6 else 'NOT met'}"
+                     + (f"; torch's floor {_us(small['floor'])} µs"
+                        if small.get("floor") else "") + ")")
         if big:
             v.append(f"jaccl / gloo from 1 MiB min {min(big):.1f}x (goal "
                      f">= 3x: {'met' if min(big) >= 3 else 'NOT met'})")
