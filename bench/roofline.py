@@ -30,7 +30,10 @@ MODEL = [
     "- *shm*: every transfer between ranks by the cheaper of staging "
     "(the owner copies into the segment, the receiver reads from it, each "
     "at this run's cross-core copy rate: `memcpy_bench`'s xcore) and a "
-    "kernel copy (CMA, at its measured rate). *all_sum* = reduce-scatter + "
+    "kernel copy (CMA, at its measured rate: one process alone, capped "
+    "like memcpy at the all-cores aggregate, every CPU's process reading "
+    "its neighbour's buffer at once, / cores in use). *all_sum* = "
+    "reduce-scatter + "
     "all-gather, the least traffic with private buffers: each rank reduces "
     "its 1/n from n inputs (reads S, writes S/n), its peers' slices reach "
     "it, and the other (n-1)/n of the result reaches its output; all staged "
@@ -108,10 +111,20 @@ def mem_rate(c, b, active):
     return m1 * 1e9
 
 
-def cma_rate(c, b):
+def cma_rate(c, b, active):
+    """Bytes/s one rank reads from a peer by CMA at size b while `active`
+    ranks do so at once (one process alone, capped by the share of the
+    all-cores aggregate where the run measured it: the ranks of a
+    collective make their kernel copies together)."""
     e = _at(c.get("memcpy_at") or {}, b) or {}
     v = e.get("cma_median_gbps")
-    return v * 1e9 if v else None
+    if not v:
+        return None
+    agg = e.get("cma_all_cores_gbps")
+    k = max(1, min(active, cores(c)))
+    if agg and k > 1:
+        v = min(v, agg / k)
+    return v * 1e9
 
 
 def tcp_cost(c):
@@ -189,7 +202,7 @@ def working_size(c, b, n):
 def _shm_rank_times(op, n, b, c, pattern):
     w = working_size(c, b, n)
     m = mem_rate(c, w, n)
-    x = cma_rate(c, w)
+    x = cma_rate(c, w, n)
     cw, cr = xcore_costs(c, w, n, m)
     loc = 1 / (2 * m)  # a local read, or a local write, per byte
     rx, wx = cr - loc, cw - loc  # reading / writing across cores
@@ -325,6 +338,8 @@ def ceilings_line(c):
             s += f" (all cores {e['memcpy_all_cores_gbps']:.1f}"
             if e.get("cma_median_gbps"):
                 s += f", CMA {e['cma_median_gbps']:.1f}"
+                if e.get("cma_all_cores_gbps"):
+                    s += f" / all cores {e['cma_all_cores_gbps']:.1f}"
             s += ")"
         parts.append(s)
     txt = "memcpy " + ", ".join(parts) + " GB/s"
