@@ -41,11 +41,9 @@
 // its own counts suggest; so with counts that agree on the op's size it
 // makes as many syncs as all_to_all (before, one more: 1.25x and 2.5x
 // all_to_all's time at 1 MiB, 2 and 4 ranks, in the 2026-12-04 run).
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "collectives/all_to_all.h"
@@ -53,6 +51,7 @@
 #include "common/deadline.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "transport/peer_copy.h"
 #include "transport/shm_copy.h"
 
 namespace jaccl::detail {
@@ -72,32 +71,6 @@ constexpr size_t kRideStreamBytes = 4096;
 // rank's input, by size class: the same ways for every call of a class):
 // below, the system call and the page pinning cost more than a copy.
 constexpr size_t kDirectBytes = 64 * 1024;
-
-// Moves len bytes between `mine` and addr in process pid: into pid's
-// memory (process_vm_writev) if `write`, else out of it
-// (process_vm_readv). errno on failure (0: all moved).
-int peer_copy(pid_t pid, uint64_t addr, char* mine, size_t len, bool write) {
-  size_t done = 0;
-  while (done < len) {
-    iovec local{mine + done, len - done};
-    iovec remote{reinterpret_cast<void*>(addr + done), len - done};
-    const ssize_t k = write ? ::process_vm_writev(pid, &local, 1, &remote, 1, 0)
-                            : ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      return k < 0 ? errno : EFAULT;
-    done += static_cast<size_t>(k);
-  }
-  return 0;
-}
-int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
-  return peer_copy(pid, addr, dst, len, false);
-}
-// process_vm_writev only reads the local buffer.
-int write_peer(pid_t pid, uint64_t addr, const char* src, size_t len) {
-  return peer_copy(pid, addr, const_cast<char*>(src), len, true);
-}
 
 // The share of `left` bytes of the own block copied in one of `rounds`
 // rounds: an even share in 64-byte multiples (the last round's shorter).

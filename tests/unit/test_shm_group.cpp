@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <numeric>
@@ -17,6 +18,7 @@
 #include "common/affinity.h"
 #include "jaccl/jaccl.h"
 #include "support/slowdown.h"
+#include "transport/peer_copy.h"
 #include "transport/shm_copy.h"
 #include "transport/shm_sync.h"
 
@@ -1379,5 +1381,60 @@ TEST(ShmSync, SleeperWakesWithEitherFenceScheme) {
     waker.join();
     EXPECT_EQ(progress.load(), 1u);
     EXPECT_EQ(ww.sleepers.load(), 0u);
+  }
+}
+
+// read_peer / write_peer (this process as the peer: process_vm_readv of
+// one's own pid is allowed): every distance between destination and source
+// mod 4096, those the kernel's copy crawls at (1-31, through a bounce
+// buffer) among them, at lengths below, at and past the bounce's piece and
+// from source offsets that make pieces cross pages. Every byte arrives,
+// none beside the destination changes, and a bad address is an error, not
+// a crash, on both paths.
+TEST(PeerCopy, EveryDistanceMovesEveryByteAndNothingElse) {
+  constexpr size_t kPage = 4096, kGuard = 64;
+  const pid_t me = ::getpid();
+  const std::vector<size_t> lengths = {
+      8, 1000, 4096 + 13, 64 << 10, (64 << 10) + 1, (200 << 10) + 7};
+  const size_t most = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<char> src(most + 2 * kPage), dst(most + 3 * kPage + kGuard);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<char>(i * 7 + (i >> 12));
+  auto page_at = [&](std::vector<char>& v, size_t off) {
+    const auto p = reinterpret_cast<uintptr_t>(v.data());
+    return v.data() + ((kPage - p % kPage) % kPage) + off;
+  };
+  for (size_t src_off : {size_t(0), size_t(100), size_t(4090)}) {
+    const char* s = page_at(src, src_off);
+    const auto s_addr = reinterpret_cast<uint64_t>(s);
+    for (size_t dist : {0, 1, 16, 31, 32, 33, 64, 2048, 4095}) {
+      char* d = page_at(dst, kGuard + (src_off + dist) % kPage);
+      for (size_t len : lengths) {
+        for (bool write : {false, true}) {
+          std::fill(dst.begin(), dst.end(), char(0x5a));
+          // write_peer copies s into the "peer's" d.
+          const int err =
+              write ? write_peer(me, reinterpret_cast<uint64_t>(d), s, len)
+                    : read_peer(me, s_addr, d, len);
+          ASSERT_EQ(err, 0) << (write ? "write" : "read") << " distance "
+                            << dist << " length " << len;
+          ASSERT_EQ(std::memcmp(d, s, len), 0)
+              << (write ? "write" : "read") << " distance " << dist
+              << " length " << len << " source offset " << src_off;
+          ASSERT_EQ(d[-1], char(0x5a)) << "byte before, distance " << dist;
+          ASSERT_EQ(d[len], char(0x5a)) << "byte after, distance " << dist;
+        }
+      }
+    }
+  }
+  // An address nobody maps (in page 0), at a fast and at a slow distance.
+  constexpr uint64_t kUnmapped = 64;
+  for (size_t dist : {0, 16}) {
+    EXPECT_EQ(read_peer(me, kUnmapped, page_at(dst, kUnmapped + dist), 4096),
+              EFAULT)
+        << "distance " << dist;
+    EXPECT_EQ(write_peer(me, kUnmapped, page_at(dst, kUnmapped - dist), 4096),
+              EFAULT)
+        << "distance " << dist;
   }
 }
