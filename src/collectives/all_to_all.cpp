@@ -7,6 +7,7 @@
 
 #include "collectives/exchange.h"
 #include "collectives/ring_math.h"
+#include "common/copy.h"
 #include "common/error.h"
 #include "jaccl/group.h"
 
@@ -103,8 +104,8 @@ void exchange(Links& l, const OpContext& ctx, std::span<const Block> blocks) {
 void all_to_all(Links& l, const OpContext& ctx, const char* in, char* out,
                 size_t n) {
   const int r = l.rank;
-  std::memcpy(out + static_cast<size_t>(r) * n, in + static_cast<size_t>(r) * n,
-              n);
+  copy_bytes(out + static_cast<size_t>(r) * n, in + static_cast<size_t>(r) * n,
+             n);
   std::vector<Block> blocks;
   blocks.reserve(static_cast<size_t>(l.size));
   for (int k = 1; k < l.size; ++k) {
@@ -134,14 +135,14 @@ void all_to_all_bruck(Links& l, const OpContext& ctx, const char* in, char* out,
   char* sb = tmp + us * n;
   char* rb = sb + most;
   for (int i = 0; i < size; ++i) {
-    std::memcpy(tmp + static_cast<size_t>(i) * n,
-                in + static_cast<size_t>((r + i) % size) * n, n);
+    copy_bytes(tmp + static_cast<size_t>(i) * n,
+               in + static_cast<size_t>((r + i) % size) * n, n);
   }
   for (int k = 0; k < bruck_rounds(size); ++k) {
     size_t len = 0;
     for (int i = 1; i < size; ++i) {
       if ((i >> k) & 1) {
-        std::memcpy(sb + len, tmp + static_cast<size_t>(i) * n, n);
+        copy_bytes(sb + len, tmp + static_cast<size_t>(i) * n, n);
         len += n;
       }
     }
@@ -153,14 +154,14 @@ void all_to_all_bruck(Links& l, const OpContext& ctx, const char* in, char* out,
     len = 0;
     for (int i = 1; i < size; ++i) {
       if ((i >> k) & 1) {
-        std::memcpy(tmp + static_cast<size_t>(i) * n, rb + len, n);
+        copy_bytes(tmp + static_cast<size_t>(i) * n, rb + len, n);
         len += n;
       }
     }
   }
   for (int i = 0; i < size; ++i) {
-    std::memcpy(out + static_cast<size_t>(((r - i) % size + size) % size) * n,
-                tmp + static_cast<size_t>(i) * n, n);
+    copy_bytes(out + static_cast<size_t>(((r - i) % size + size) % size) * n,
+               tmp + static_cast<size_t>(i) * n, n);
   }
 }
 
@@ -270,8 +271,8 @@ bool on_rows(void* self, Transfer& x) {
   const int n = b.l.size;
   const size_t row = 2 * static_cast<size_t>(n);
   for (size_t j = 0; j < b.rows; ++j) {
-    std::memcpy(row_of(b.st, n, b.from, static_cast<int>(j)),
-                b.st.rows.data() + j * row, row * sizeof(uint64_t));
+    copy_bytes(row_of(b.st, n, b.from, static_cast<int>(j)),
+               b.st.rows.data() + j * row, row * sizeof(uint64_t));
   }
   const Counts c{b.st.counts.data(), n};
   const int d = 1 << b.k;
@@ -328,13 +329,13 @@ Counts all_to_allv_bruck(Links& l, const OpContext& ctx, const char* src,
     st.out.resize(bytes);
     char* p = st.out.data();
     for (size_t j = 0; j < m; ++j) {
-      std::memcpy(p, row_of(st, n, r, static_cast<int>(j)), row_bytes);
+      copy_bytes(p, row_of(st, n, r, static_cast<int>(j)), row_bytes);
       p += row_bytes;
     }
     for (int i = 1; i < n; ++i) {
       const auto ui = static_cast<size_t>(i);
       if (((i >> k) & 1) != 0 && st.len[ui] != 0) {
-        std::memcpy(p, st.at[ui], st.len[ui]);
+        copy_bytes(p, st.at[ui], st.len[ui]);
         p += st.len[ui];
       }
     }
@@ -362,7 +363,7 @@ Counts all_to_allv_bruck(Links& l, const OpContext& ctx, const char* src,
   for (size_t i = 1; i < un; ++i) {
     const size_t origin = (static_cast<size_t>(r) + un - i) % un;
     if (st.len[i] == recv[origin] && st.len[i] != 0) {
-      std::memcpy(dst + st.roff[origin], st.at[i], st.len[i]);
+      copy_bytes(dst + st.roff[origin], st.at[i], st.len[i]);
     }
   }
   for (auto& b : st.in) {

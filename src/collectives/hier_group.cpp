@@ -131,8 +131,8 @@ void HierGroup::gather_body(const void* in, void* out, size_t n) {
       leaders_->all_gather(tmp_.data(), tmp2_.data(), block);
       for (size_t h = 0; h < map_.hosts.size(); ++h) {
         for (size_t j = 0; j < map_.hosts[h].size(); ++j) {
-          std::memcpy(dst + static_cast<size_t>(map_.hosts[h][j]) * n,
-                      tmp2_.data() + h * block + j * n, n);
+          copy_bytes(dst + static_cast<size_t>(map_.hosts[h][j]) * n,
+                     tmp2_.data() + h * block + j * n, n);
         }
       }
     }
@@ -174,7 +174,7 @@ void HierGroup::scatter_body(const void* in, void* out, size_t n, int dtype) {
   } else {
     leaders_->all_sum(tmp_.data(), tmp_.data(), total, dtype);
   }
-  std::memcpy(out, sums + (static_cast<size_t>(rank_) - first) * n, n);
+  copy_bytes(out, sums + (static_cast<size_t>(rank_) - first) * n, n);
   for (size_t j = 1; j < mine.size(); ++j) {
     local_->send(sums + (static_cast<size_t>(mine[j]) - first) * n, n,
                  static_cast<int>(j));

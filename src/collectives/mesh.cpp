@@ -6,6 +6,7 @@
 
 #include "collectives/all_to_all.h"
 #include "collectives/ring_math.h"
+#include "common/copy.h"
 #include "jaccl/types.h"
 
 namespace jaccl::detail::mesh {
@@ -30,7 +31,7 @@ void reduce_in_rank_order(Links& l, ReduceOp op, int dtype, const char* own,
   // reduce3 allows out to be exactly one of its inputs; anything else that
   // overlaps must be copied away before out is written.
   if (ring::overlaps(out, n_bytes, own, n_bytes) && !(out == own && r <= 1)) {
-    std::memcpy(slot_base + r * n_bytes, own, n_bytes);
+    copy_bytes(slot_base + r * n_bytes, own, n_bytes);
     own = slot_base + r * n_bytes;
   }
   auto src = [&](int q) -> const char* {

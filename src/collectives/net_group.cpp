@@ -13,6 +13,7 @@
 #include "collectives/ring.h"
 #include "collectives/ring_math.h"
 #include "common/affinity.h"
+#include "common/copy.h"
 #include "common/error.h"
 #include "common/reduce.h"
 
@@ -154,7 +155,7 @@ class NetGroup final : public Group {
       ring_->run(ring::Mode::ReduceScatter, ctx, ReduceOp::Sum, dtype, in, dst,
                  n);
       if (overlap) {
-        std::memcpy(out, dst, n);
+        copy_bytes(out, dst, n);
       }
     });
   }
@@ -199,7 +200,7 @@ class NetGroup final : public Group {
   void all_to_all(const void* in, void* out, size_t n) override {
     ops_.run(call::all_to_all(in, out, n), [&](const Deadline& dl) {
       if (links_.size == 1) {
-        std::memcpy(out, in, n);
+        copy_bytes(out, in, n);
         return;
       }
       OpContext ctx = make_ctx(OpKind::AllToAll, -1, n, false, dl);
@@ -246,7 +247,7 @@ class NetGroup final : public Group {
         call::all_reduce(kind, in, out, n, dtype), [&](const Deadline& dl) {
           if (links_.size == 1) {
             if (in != out) {
-              std::memcpy(out, in, n);
+              copy_bytes(out, in, n);
             }
             return;
           }
@@ -292,7 +293,7 @@ class NetGroup final : public Group {
       a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
     });
     if (send[ur] != 0) {
-      std::memcpy(dst + v_.roff[ur], src + v_.soff[ur], send[ur]);
+      copy_bytes(dst + v_.roff[ur], src + v_.soff[ur], send[ur]);
     }
   }
 

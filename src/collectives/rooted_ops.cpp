@@ -10,6 +10,7 @@
 
 #include "collectives/op_checks.h"
 #include "collectives/ring_math.h"
+#include "common/copy.h"
 #include "common/error.h"
 #include "common/reduce.h"
 #include "jaccl/group.h"
@@ -85,7 +86,7 @@ void Group::all_reduce(const void* input, void* output, size_t n_bytes,
   std::vector<char> all(n_bytes * static_cast<size_t>(size()));
   all_gather(input, all.data(), n_bytes);
   const size_t count = detail::checked_count(op, dtype, n_bytes, me);
-  std::memcpy(output, all.data(), n_bytes);
+  detail::copy_bytes(output, all.data(), n_bytes);
   for (int r = 1; r < size(); ++r) {
     detail::reduce_into(op, dtype, output,
                         all.data() + static_cast<size_t>(r) * n_bytes, count);

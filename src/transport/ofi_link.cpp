@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/bytes.h"
+#include "common/copy.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "transport/failure.h"
@@ -271,7 +272,7 @@ class OfiLink final : public Link {
         const bool small = m->len <= kInline;
         std::memcpy(s_stage_.data(), m->hdr, kMsgHeaderBytes);
         if (small && m->len != 0) {
-          std::memcpy(s_stage_.data() + kMsgHeaderBytes, m->buf, m->len);
+          copy_bytes(s_stage_.data() + kMsgHeaderBytes, m->buf, m->len);
         }
         s_req_ = ofi::Request{};
         if (!ep.post_send(member_, stag_, s_stage_.data(),
@@ -379,7 +380,7 @@ class OfiLink final : public Link {
       const size_t extra = got > kMsgHeaderBytes ? got - kMsgHeaderBytes : 0;
       const size_t k = std::min(extra, m.len);
       if (k != 0) {
-        std::memcpy(m.buf, r_stage_.data() + kMsgHeaderBytes, k);
+        copy_bytes(m.buf, r_stage_.data() + kMsgHeaderBytes, k);
       }
       m.moved = k;
       p.inline_full = extra == m.len;

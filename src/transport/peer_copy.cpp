@@ -8,28 +8,21 @@
 #include <cstdlib>
 #include <memory>
 
-#include "transport/shm_copy.h"
+#include "common/copy.h"
 
 namespace jaccl::detail {
 
 namespace {
 
-// The kernel's copy is `rep movsb`, and on AMD Zen 3 that runs at a fifth
-// of its speed when the destination is 1-31 bytes past the source, mod
-// 4096 (process_vm_readv of 1 MiB: 1.6-2.4 GB/s there, 9-11 at every other
-// distance measured; the same cliff as in user space, shm_copy.h). Such a
-// copy goes through a bounce buffer placed at the source's page offset,
-// so that the kernel copies at distance 0, and the hop between the bounce
-// and the caller's buffer is our own loop copy, which has no cliff. The
-// bounce is small enough to stay in L2 for that hop.
+// The kernel's copy is `rep movsb`, with the cliff of common/copy.h:
+// process_vm_readv of 1 MiB ran at 1.6-2.4 GB/s with the destination 1-31
+// bytes past the source (mod 4096), at 9-11 at every other distance
+// measured (Zen 3 VM). Such a copy goes through a bounce buffer placed at
+// the peer's page offset, so that the kernel copies at distance 0, and the
+// hop between the bounce and the caller's buffer is our loop copy, which
+// has no cliff. The bounce is small enough to stay in L2 for that hop.
 constexpr uintptr_t kPageBytes = 4096;
-constexpr uintptr_t kSlowDistance = 32;  // distances 1 .. kSlowDistance - 1
 constexpr size_t kBounceBytes = 64 * 1024;
-
-bool slow_distance(uintptr_t dst, uintptr_t src) {
-  const uintptr_t d = (dst - src) % kPageBytes;
-  return d != 0 && d < kSlowDistance;
-}
 
 // Moves len bytes between `mine` and addr in process pid: into pid's
 // memory (process_vm_writev) if `write`, else out of it
@@ -71,13 +64,13 @@ int bounced_copy(pid_t pid, uint64_t addr, char* mine, size_t len, bool write) {
     const size_t k = std::min(len - done, kBounceBytes);
     char* b = base + (addr + done) % kPageBytes;  // the peer's page offset
     if (write) {
-      cached_copy(b, mine + done, k);
+      loop_copy(b, mine + done, k);
       if (int err = kernel_copy(pid, addr + done, b, k, true))
         return err;
     } else {
       if (int err = kernel_copy(pid, addr + done, b, k, false))
         return err;
-      cached_copy(mine + done, b, k);
+      loop_copy(mine + done, b, k);
     }
     done += k;
   }
@@ -87,7 +80,7 @@ int bounced_copy(pid_t pid, uint64_t addr, char* mine, size_t len, bool write) {
 }  // namespace
 
 int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
-  if (slow_distance(reinterpret_cast<uintptr_t>(dst), addr))
+  if (slow_copy_distance(reinterpret_cast<uintptr_t>(dst), addr))
     return bounced_copy(pid, addr, dst, len, false);
   return kernel_copy(pid, addr, dst, len, false);
 }
@@ -95,7 +88,7 @@ int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
 int write_peer(pid_t pid, uint64_t addr, const char* src, size_t len) {
   // process_vm_writev only reads the local buffer.
   char* mine = const_cast<char*>(src);
-  if (slow_distance(addr, reinterpret_cast<uintptr_t>(src)))
+  if (slow_copy_distance(addr, reinterpret_cast<uintptr_t>(src)))
     return bounced_copy(pid, addr, mine, len, true);
   return kernel_copy(pid, addr, mine, len, true);
 }

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/prefetch.h"
+#include "common/copy.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -19,65 +19,18 @@
 
 namespace jaccl::detail {
 
-// memcpy that accepts what memcpy does not: n == 0 with a null pointer (an
-// empty vector's data()) and dst == src (an in-place op).
-inline void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n != 0 && dst != src)
-    std::memcpy(dst, src, n);
-}
-
-#if defined(__x86_64__)
-// The first `body` bytes (a multiple of 64), a line per step through 16-byte
-// loads and ordinary (Stream false) or non-temporal (true; dst 16-aligned)
-// stores.
-template <bool Stream>
-inline void copy_lines(char* d, const char* s, size_t body) {
-  for (size_t i = 0; i < body; i += 64) {
-    prefetch_ahead(s + i, 64);
-    auto* from = reinterpret_cast<const __m128i*>(s + i);
-    auto* to = reinterpret_cast<__m128i*>(d + i);
-    __m128i a = _mm_loadu_si128(from);
-    __m128i b = _mm_loadu_si128(from + 1);
-    __m128i c = _mm_loadu_si128(from + 2);
-    __m128i e = _mm_loadu_si128(from + 3);
-    if constexpr (Stream) {
-      _mm_stream_si128(to, a);
-      _mm_stream_si128(to + 1, b);
-      _mm_stream_si128(to + 2, c);
-      _mm_stream_si128(to + 3, e);
-    } else {
-      _mm_storeu_si128(to, a);
-      _mm_storeu_si128(to + 1, b);
-      _mm_storeu_si128(to + 2, c);
-      _mm_storeu_si128(to + 3, e);
-    }
-  }
-}
-#endif
-
 // A temporal copy for the shared-memory data planes' bulk copies (staging,
-// the last hop into the caller's buffer), instead of memcpy. glibc's memcpy
-// uses `rep movsb` from a few KiB up to the L2 size when the CPU reports
-// ERMS/FSRM, and on some CPUs (AMD Zen 3) `rep movsb` runs at a tenth of
-// its speed whenever (dst - src) mod 4096 is in 1..~32: the case of a
-// malloc'd buffer (page + 16) copied from a page-aligned segment. A plain
-// 16-byte load/store loop has no such cliff (bench/shm_pattern; figures in
-// BENCHMARKS.md). Small copies stay with memcpy (latency).
+// the last hop into the caller's buffer): the load/store loop at every
+// distance, not only at copy_bytes' slow ones (common/copy.h): on AMD Zen
+// 3 glibc's `rep movsb` copied lines another core held at 3 GB/s where the
+// loop moved 28 (bench/shm_pattern, bench/README.md). Small copies stay
+// with memcpy (latency).
 inline void cached_copy(void* dst, const void* src, size_t n) {
-#if defined(__x86_64__)
-  if (n < 1024 || dst == src) {
+  if (n < kLoopCopyFromBytes || dst == src) {
     copy_bytes(dst, src, n);
     return;
   }
-  auto* d = static_cast<char*>(dst);
-  auto* s = static_cast<const char*>(src);
-  const size_t body = n & ~size_t(63);
-  copy_lines<false>(d, s, body);
-  if (n != body)
-    std::memcpy(d + body, s + body, n - body);
-#else
-  copy_bytes(dst, src, n);
-#endif
+  loop_copy(dst, src, n);
 }
 
 // memcpy through non-temporal stores where the CPU has them. Ends with a

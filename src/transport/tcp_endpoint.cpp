@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/copy.h"
 #include "common/error.h"
 
 namespace jaccl::detail {
@@ -237,7 +238,7 @@ class TcpLink final : public Link {
     size_t n = 0;
     for (int i = 0; i < n_iov && n < ahead_len_; ++i) {
       const size_t k = std::min(iov[i].iov_len, ahead_len_ - n);
-      std::memcpy(iov[i].iov_base, ahead_.get() + ahead_off_ + n, k);
+      copy_bytes(iov[i].iov_base, ahead_.get() + ahead_off_ + n, k);
       n += k;
     }
     ahead_off_ += n;

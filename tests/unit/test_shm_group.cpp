@@ -1009,6 +1009,33 @@ TEST(ShmCopy, CachedCopyMatchesMemcpyAtAnyAlignment) {
   }
 }
 
+// copy_bytes (common/copy.h) at the distances where `rep movsb` crawls and
+// around them: the loop takes those from kLoopCopyFromBytes, memcpy the
+// rest; every byte lands and none beside the destination changes.
+TEST(ShmCopy, CopyBytesMatchesMemcpyAtEveryDistance) {
+  EXPECT_FALSE(slow_copy_distance(4096 + 100, 100));
+  EXPECT_TRUE(slow_copy_distance(101, 100));
+  EXPECT_TRUE(slow_copy_distance(4096 + 131, 100));
+  EXPECT_FALSE(slow_copy_distance(132, 100));
+  EXPECT_FALSE(slow_copy_distance(99, 100));  // destination before the source
+  std::vector<uint8_t> src(80000), dst(90000), want(90000);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = uint8_t(i * 11 + 5);
+  const auto base = reinterpret_cast<uintptr_t>(src.data());
+  for (size_t dist : {0, 1, 16, 31, 32, 64, 4095}) {
+    // dst + dof - src == dist (mod 4096), dof < 4096 + 64.
+    const auto d0 = reinterpret_cast<uintptr_t>(dst.data());
+    const size_t dof = ((base + dist - d0) % 4096) + 64;
+    for (size_t n : {0, 1000, 1024, 1025, 4096 + 17, 65536 + 5}) {
+      std::fill(dst.begin(), dst.end(), 0xee);
+      want = dst;
+      std::memcpy(want.data() + dof, src.data(), n);
+      copy_bytes(dst.data() + dof, src.data(), n);
+      ASSERT_EQ(dst, want) << "distance " << dist << " n=" << n;
+    }
+  }
+}
+
 TEST(ShmCopy, StreamCopyMatchesMemcpyAtAnyAlignment) {
   std::vector<uint8_t> src(70000), dst(70000), want(70000);
   for (size_t i = 0; i < src.size(); ++i)
