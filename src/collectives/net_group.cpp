@@ -116,7 +116,7 @@ class NetGroup final : public Group {
     ops_.run(call::all_gather(in, out, n), [&](const Deadline& dl) {
       const size_t total = n * links_.size;
       if (links_.size == 1) {
-        std::memmove(out, in, n);
+        move_bytes(out, in, n);
         return;
       }
       const bool use_ring =
@@ -136,7 +136,7 @@ class NetGroup final : public Group {
     ops_.run(call::sum_scatter(in, out, n, dtype), [&](const Deadline& dl) {
       const size_t total = n * links_.size;
       if (links_.size == 1) {
-        std::memmove(out, in, n);
+        move_bytes(out, in, n);
         return;
       }
       const bool use_ring = prefer_ring_ || total > mesh_max_bytes(links_.size);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/copy.h"
 #include "common/error.h"
 #include "jaccl/types.h"
 
@@ -182,7 +183,7 @@ void RingEngine::run(Mode mode, const OpContext& ctx, ReduceOp op, int dtype,
   if (mode == Mode::AllGather) {
     char* mine = p.out + links_.rank * n_bytes;
     if (mine != p.in) {
-      std::memmove(mine, p.in, n_bytes);
+      move_bytes(mine, p.in, n_bytes);
     }
   }
   for (int d = 0; d < p.dirs; ++d) {

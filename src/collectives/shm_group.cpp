@@ -170,7 +170,7 @@ void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
       if (in != out)
-        std::memmove(out, in, n);
+        move_bytes(out, in, n);
       step(d);
       return;
     }

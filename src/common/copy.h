@@ -91,4 +91,16 @@ inline void copy_bytes(void* dst, const void* src, size_t n) {
   std::memcpy(dst, src, n);
 }
 
+// memmove with copy_bytes' step around the cliff where the two ranges do
+// not overlap (memmove takes the same `rep movsb` path as memcpy).
+inline void move_bytes(void* dst, const void* src, size_t n) {
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  if (n != 0 && d != s && d < s + n && s < d + n) {
+    std::memmove(dst, src, n);
+    return;
+  }
+  copy_bytes(dst, src, n);
+}
+
 }  // namespace jaccl::detail

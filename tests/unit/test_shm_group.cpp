@@ -1009,9 +1009,9 @@ TEST(ShmCopy, CachedCopyMatchesMemcpyAtAnyAlignment) {
   }
 }
 
-// copy_bytes (common/copy.h) at the distances where `rep movsb` crawls and
-// around them: the loop takes those from kLoopCopyFromBytes, memcpy the
-// rest; every byte lands and none beside the destination changes.
+// copy_bytes and move_bytes (common/copy.h) at the distances where `rep movsb`
+// crawls and around them: the loop takes those from kLoopCopyFromBytes, memcpy
+// the rest; every byte lands and none beside the destination changes.
 TEST(ShmCopy, CopyBytesMatchesMemcpyAtEveryDistance) {
   EXPECT_FALSE(slow_copy_distance(4096 + 100, 100));
   EXPECT_TRUE(slow_copy_distance(101, 100));
@@ -1032,7 +1032,21 @@ TEST(ShmCopy, CopyBytesMatchesMemcpyAtEveryDistance) {
       std::memcpy(want.data() + dof, src.data(), n);
       copy_bytes(dst.data() + dof, src.data(), n);
       ASSERT_EQ(dst, want) << "distance " << dist << " n=" << n;
+      std::fill(dst.begin(), dst.end(), 0xee);
+      move_bytes(dst.data() + dof, src.data(), n);
+      ASSERT_EQ(dst, want) << "move_bytes, distance " << dist << " n=" << n;
     }
+  }
+  // Overlapping ranges, both directions, past kLoopCopyFromBytes.
+  for (ptrdiff_t shift : {-4095, -16, 16, 31, 4095}) {
+    std::vector<uint8_t> buf(20000), ref;
+    for (size_t i = 0; i < buf.size(); ++i)
+      buf[i] = uint8_t(i * 3 + 1);
+    ref = buf;
+    const size_t from = 5000, n = 8000;
+    std::memmove(ref.data() + from + shift, ref.data() + from, n);
+    move_bytes(buf.data() + from + shift, buf.data() + from, n);
+    ASSERT_EQ(buf, ref) << "overlapping, shift " << shift;
   }
 }
 
