@@ -19,10 +19,10 @@
 //   its own pair of buffers, same count, started together; aggregate bytes
 //   per second over the slowest thread (median of reps; the faster of
 //   memcpy and streaming stores);
-// - cross-process read: process_vm_readv of a forked child's SIZE buffer
-//   into ours (what a CMA collective costs per byte; null if not allowed),
-//   alone and on every CPU at once (each process reading the next one's
-//   buffer, as the ranks of a collective do together);
+// - cross-process read: process_vm_readv of one forked process's SIZE
+//   buffer into another's (what a CMA collective costs per byte; null if
+//   not allowed), alone and on every CPU at once (each process reading the
+//   next one's buffer, as the ranks of a collective do together);
 // - cross-core copies (xcore): the owner's copy into a shared buffer the
 //   other core read last, the other core's copy out of it, with cached and
 //   with streaming stores on the owner's side (each side copying by memcpy
@@ -199,61 +199,20 @@ double all_cores(size_t bytes, int copies, int reps, CopyFn copy) {
   return median(agg);
 }
 
-// process_vm_readv of a child's buffer into ours; NAN if not permitted.
-double cma(size_t bytes, int copies, int reps) {
-  int to_parent[2], to_child[2];
-  if (pipe(to_parent) != 0 || pipe(to_child) != 0)
-    return NAN;
-  std::vector<char> mine(bytes, 3);
-  pid_t child = fork();
-  if (child == 0) {
-    std::vector<char> theirs(bytes, 4);
-    void* p = theirs.data();
-    if (write(to_parent[1], &p, sizeof(p)) != sizeof(p))
-      std::_Exit(1);
-    char c;
-    (void)!read(to_child[0], &c, 1);  // until the parent is done
-    std::_Exit(0);
-  }
-  void* remote = nullptr;
-  double res = NAN;
-  if (read(to_parent[0], &remote, sizeof(remote)) == sizeof(remote)) {
-    std::vector<double> gbps;
-    bool ok = true;
-    for (int r = 0; r < reps + 1 && ok; ++r) {
-      auto t0 = Clock::now();
-      for (int k = 0; k < copies && ok; ++k) {
-        iovec l{mine.data(), bytes}, rv{remote, bytes};
-        ok = process_vm_readv(child, &l, 1, &rv, 1, 0) ==
-             static_cast<ssize_t>(bytes);
-      }
-      if (r > 0)
-        gbps.push_back(static_cast<double>(bytes) * copies / seconds_since(t0) /
-                       1e9);
-    }
-    if (ok)
-      res = median(gbps);
-  }
-  (void)!write(to_child[1], "x", 1);
-  waitpid(child, nullptr, 0);
-  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]})
-    close(fd);
-  return res;
-}
-
-// process_vm_readv on every CPU at once, as in a collective whose ranks all
-// copy by CMA together: one forked process per CPU of our mask, each
-// reading the next one's SIZE buffer `copies` times per sample, released
-// together through pipes; aggregate GB/s over the slowest process (median
-// of reps after a warm-up). NAN if fewer than two CPUs or not permitted.
-double cma_all_cores(size_t bytes, int copies, int reps) {
-  auto cpus = our_cpus();
-  const int t = static_cast<int>(cpus.size());
-  if (t < 2)
-    return NAN;
-  std::vector<int> go(t), back(t);
+// process_vm_readv between forked processes: `procs` of them (pinned to
+// our CPUs in turn), each with a buffer of its own mapped after the fork;
+// the first `readers` read the next one's buffer into theirs `copies` times
+// per sample, released together through pipes, while the rest idle.
+// Aggregate GB/s over the slowest reader, median of reps after a warm-up;
+// NAN if not permitted. Each process maps its own buffers: buffers the
+// parent allocates before the forks sit at whatever distance its heap
+// gives them, and at a distance of 1-31 bytes mod 4096 the kernel's copy
+// crawls (src/common/copy.h; 1.5 GB/s a process here, the first time).
+double cma_readers(size_t bytes, int copies, int reps, int readers, int procs) {
+  const auto cpus = our_cpus();
+  std::vector<int> go(procs), back(procs);
   std::vector<pid_t> pids;
-  for (int i = 0; i < t; ++i) {
+  for (int i = 0; i < procs; ++i) {
     int g[2], b[2];
     if (pipe(g) != 0 || pipe(b) != 0)
       break;
@@ -265,10 +224,8 @@ double cma_all_cores(size_t bytes, int copies, int reps) {
         close(go[k]);
         close(back[k]);
       }
-      pin(cpus[i]);
-      // Fresh mappings made here, as cma()'s child makes its buffer: pages
-      // copied from the parent at fork (a heap buffer written before it)
-      // were read at a fifth of this rate on a Zen 3 VM.
+      if (!cpus.empty())
+        pin(cpus[static_cast<size_t>(i) % cpus.size()]);
       auto map = [bytes](int fill) {
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -277,7 +234,7 @@ double cma_all_cores(size_t bytes, int copies, int reps) {
         std::memset(p, fill, bytes);
         return static_cast<char*>(p);
       };
-      char* src = map(10 + i);  // what the previous child reads
+      char* src = map(10 + i);  // what the previous process reads
       char* dst = map(20 + i);
       const uint64_t at = reinterpret_cast<uint64_t>(src);
       if (write(b[1], &at, sizeof(at)) != sizeof(at))
@@ -288,7 +245,7 @@ double cma_all_cores(size_t bytes, int copies, int reps) {
           read(g[0], &remote, sizeof(remote)) != sizeof(remote))
         std::_Exit(1);
       char c;
-      while (read(g[0], &c, 1) == 1) {
+      while (read(g[0], &c, 1) == 1) {  // until the parent closes: exit
         auto t0 = Clock::now();
         bool ok = true;
         for (int k = 0; k < copies && ok; ++k) {
@@ -311,27 +268,28 @@ double cma_all_cores(size_t bytes, int copies, int reps) {
   }
   double res = NAN;
   const int made = static_cast<int>(pids.size());
-  bool ok = made == t;
-  std::vector<uint64_t> addr(t);
+  bool ok = made == procs;
+  std::vector<uint64_t> addr(procs);
   for (int i = 0; i < made && ok; ++i)
     ok = read(back[i], &addr[i], sizeof(addr[i])) == sizeof(addr[i]);
   for (int i = 0; i < made && ok; ++i) {
-    const int j = (i + 1) % t;
+    const int j = (i + 1) % procs;
     ok = write(go[i], &pids[j], sizeof(pids[j])) == sizeof(pids[j]) &&
          write(go[i], &addr[j], sizeof(addr[j])) == sizeof(addr[j]);
   }
   std::vector<double> agg;
   for (int r = 0; r < reps + 1 && ok; ++r) {  // the first is a warm-up
-    for (int i = 0; i < t && ok; ++i)
+    for (int i = 0; i < readers && ok; ++i)
       ok = write(go[i], "x", 1) == 1;
     double slowest = 0;
-    for (int i = 0; i < t && ok; ++i) {
+    for (int i = 0; i < readers && ok; ++i) {
       double sec = -1;
       ok = read(back[i], &sec, sizeof(sec)) == sizeof(sec) && sec > 0;
       slowest = std::max(slowest, sec);
     }
     if (ok && r > 0)
-      agg.push_back(static_cast<double>(bytes) * copies * t / slowest / 1e9);
+      agg.push_back(static_cast<double>(bytes) * copies * readers / slowest /
+                    1e9);
   }
   if (ok)
     res = median(agg);
@@ -342,6 +300,19 @@ double cma_all_cores(size_t bytes, int copies, int reps) {
     close(back[i]);
   }
   return res;
+}
+
+// One process reading another's buffer (what a CMA collective costs per
+// byte).
+double cma(size_t bytes, int copies, int reps) {
+  return cma_readers(bytes, copies, reps, 1, 2);
+}
+
+// Every CPU of our mask reading its neighbour's buffer at once, as the
+// ranks of a collective do; NAN with fewer than two CPUs.
+double cma_all_cores(size_t bytes, int copies, int reps) {
+  const int t = static_cast<int>(our_cpus().size());
+  return t < 2 ? NAN : cma_readers(bytes, copies, reps, t, t);
 }
 
 // Cross-core copies: a writer on our first CPU copies its private buffer

@@ -26,7 +26,6 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 RANK = os.path.join(ROOT, "torch", "bench_rank.py")
 PY_RANK = os.path.join(ROOT, "python", "bench_rank.py")
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-SERIES = ["jaccl", "jaccl-async", "jaccl-tcp", "gloo", "floor"]
 
 
 def _job(n, module_dir, quick, reps, log):

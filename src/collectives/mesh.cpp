@@ -30,7 +30,7 @@ void reduce_in_rank_order(Links& l, ReduceOp op, int dtype, const char* own,
   const int r = l.rank;
   // reduce3 allows out to be exactly one of its inputs; anything else that
   // overlaps must be copied away before out is written.
-  if (ring::overlaps(out, n_bytes, own, n_bytes) && !(out == own && r <= 1)) {
+  if (overlaps(out, n_bytes, own, n_bytes) && !(out == own && r <= 1)) {
     copy_bytes(slot_base + r * n_bytes, own, n_bytes);
     own = slot_base + r * n_bytes;
   }

@@ -147,7 +147,7 @@ class NetGroup final : public Group {
       }
       // The ring writes out while it still reads in: go through scratch
       // if they overlap.
-      const bool overlap = ring::overlaps(in, total, out, n);
+      const bool overlap = overlaps(in, total, out, n);
       if (overlap && tmp_.size() < n) {
         tmp_.resize(n);
       }

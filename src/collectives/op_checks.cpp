@@ -3,6 +3,7 @@
 
 #include "collectives/all_to_all_math.h"
 #include "collectives/ring_math.h"
+#include "common/copy.h"
 #include "common/error.h"
 #include "common/reduce.h"
 
@@ -38,7 +39,7 @@ void check_peer_rank(int rank, int size, const char* op, int peer,
 void check_a2a_buffers(int rank, const char* op, const void* in, size_t n_in,
                        const void* out, size_t n_out) {
   check_buffers(rank, op, in, n_in, out, n_out);
-  if ((in != nullptr && in == out) || ring::overlaps(in, n_in, out, n_out)) {
+  if ((in != nullptr && in == out) || overlaps(in, n_in, out, n_out)) {
     raise_usage(rank, std::string(op) +
                           ": input and output overlap (in place is not "
                           "supported: pass separate buffers)");
@@ -122,7 +123,7 @@ void check_call(const OpCall& c, int member, int size, int job_rank) {
       checked_count(reduce_op_of(c.kind), c.dtype, c.n, me);
       check_buffers(me, c.name, c.in, c.n, c.out, c.n);
       // The same buffer (in place) or disjoint ones.
-      if (c.in != c.out && ring::overlaps(c.in, c.n, c.out, c.n)) {
+      if (c.in != c.out && overlaps(c.in, c.n, c.out, c.n)) {
         raise_usage(
             me, std::string(c.name) + ": input and output overlap partially");
       }
@@ -132,7 +133,7 @@ void check_call(const OpCall& c, int member, int size, int job_rank) {
       // In place means the input is this rank's slot of the output.
       const char* slot =
           static_cast<const char*>(c.out) + static_cast<size_t>(member) * c.n;
-      if (ring::overlaps(c.in, c.n, c.out, all) && c.in != slot) {
+      if (overlaps(c.in, c.n, c.out, all) && c.in != slot) {
         raise_usage(me, std::string(c.name) +
                             ": input overlaps output other than at this "
                             "rank's slot");

@@ -78,11 +78,4 @@ constexpr size_t piece_bytes(size_t want, size_t elem_size) {
   return p == 0 ? elem_size : p;
 }
 
-// Whether two byte ranges [a, a+na) and [b, b+nb) overlap.
-inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
-  const auto pa = reinterpret_cast<std::uintptr_t>(a);
-  const auto pb = reinterpret_cast<std::uintptr_t>(b);
-  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
-}
-
 }  // namespace jaccl::detail::ring

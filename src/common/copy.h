@@ -22,6 +22,13 @@
 
 namespace jaccl::detail {
 
+// Whether two byte ranges [a, a+na) and [b, b+nb) overlap.
+inline bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  const auto pa = reinterpret_cast<uintptr_t>(a);
+  const auto pb = reinterpret_cast<uintptr_t>(b);
+  return na != 0 && nb != 0 && pa < pb + nb && pb < pa + na;
+}
+
 // Copies this short take memcpy's path whatever the distance (its vector
 // loops, not `rep movsb`), and a loop's set-up would cost more.
 inline constexpr size_t kLoopCopyFromBytes = 1024;
@@ -94,9 +101,7 @@ inline void copy_bytes(void* dst, const void* src, size_t n) {
 // memmove with copy_bytes' step around the cliff where the two ranges do
 // not overlap (memmove takes the same `rep movsb` path as memcpy).
 inline void move_bytes(void* dst, const void* src, size_t n) {
-  const auto d = reinterpret_cast<uintptr_t>(dst);
-  const auto s = reinterpret_cast<uintptr_t>(src);
-  if (n != 0 && d != s && d < s + n && s < d + n) {
+  if (dst != src && overlaps(dst, n, src, n)) {
     std::memmove(dst, src, n);
     return;
   }

@@ -77,20 +77,27 @@ int bounced_copy(pid_t pid, uint64_t addr, char* mine, size_t len, bool write) {
   return 0;
 }
 
+// kernel_copy, through the bounce where the kernel would copy at a slow
+// distance (from kLoopCopyFromBytes, as copy_bytes: a bounce costs more
+// than the cliff below that).
+int peer_copy(pid_t pid, uint64_t addr, char* mine, size_t len, bool write) {
+  const auto local = reinterpret_cast<uintptr_t>(mine);
+  const bool slow =
+      len >= kLoopCopyFromBytes && (write ? slow_copy_distance(addr, local)
+                                          : slow_copy_distance(local, addr));
+  return slow ? bounced_copy(pid, addr, mine, len, write)
+              : kernel_copy(pid, addr, mine, len, write);
+}
+
 }  // namespace
 
 int read_peer(pid_t pid, uint64_t addr, char* dst, size_t len) {
-  if (slow_copy_distance(reinterpret_cast<uintptr_t>(dst), addr))
-    return bounced_copy(pid, addr, dst, len, false);
-  return kernel_copy(pid, addr, dst, len, false);
+  return peer_copy(pid, addr, dst, len, false);
 }
 
 int write_peer(pid_t pid, uint64_t addr, const char* src, size_t len) {
   // process_vm_writev only reads the local buffer.
-  char* mine = const_cast<char*>(src);
-  if (slow_copy_distance(addr, reinterpret_cast<uintptr_t>(src)))
-    return bounced_copy(pid, addr, mine, len, true);
-  return kernel_copy(pid, addr, mine, len, true);
+  return peer_copy(pid, addr, const_cast<char*>(src), len, true);
 }
 
 }  // namespace jaccl::detail

@@ -46,14 +46,6 @@ TEST(RingMath, ModAndNeighbours) {
   EXPECT_EQ(piece_bytes(3, 8), 8u);
 }
 
-TEST(RingMath, Overlaps) {
-  char buf[16];
-  EXPECT_TRUE(overlaps(buf, 8, buf + 4, 8));
-  EXPECT_FALSE(overlaps(buf, 8, buf + 8, 8));
-  EXPECT_FALSE(overlaps(buf, 0, buf, 8));
-  EXPECT_TRUE(overlaps(buf, 16, buf + 15, 1));
-}
-
 // Runs the schedule of every rank step by step, moving sets of
 // contributions (bit q = rank q's data) like the real ring moves bytes.
 // held[r][c]: what rank r's buffer holds for chunk c.

@@ -1009,6 +1009,14 @@ TEST(ShmCopy, CachedCopyMatchesMemcpyAtAnyAlignment) {
   }
 }
 
+TEST(ShmCopy, Overlaps) {
+  char buf[16];
+  EXPECT_TRUE(overlaps(buf, 8, buf + 4, 8));
+  EXPECT_FALSE(overlaps(buf, 8, buf + 8, 8));
+  EXPECT_FALSE(overlaps(buf, 0, buf, 8));
+  EXPECT_TRUE(overlaps(buf, 16, buf + 15, 1));
+}
+
 // copy_bytes and move_bytes (common/copy.h) at the distances where `rep movsb`
 // crawls and around them: the loop takes those from kLoopCopyFromBytes, memcpy
 // the rest; every byte lands and none beside the destination changes.
