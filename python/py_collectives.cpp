@@ -4,9 +4,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
-#include <cstring>
 #include <vector>
 
+#include "common/copy.h"
 #include "jaccl_py.h"
 
 namespace jaccl::python {
@@ -419,7 +419,9 @@ py::array broadcast(const py::object& x, int root, const py::object& group) {
     return out;
   }
   if (g->rank() == root) {
-    std::memcpy(out.mutable_data(), in.data(), n);
+    // numpy's allocations land anywhere mod 4096: copy_bytes steps around
+    // the rep movsb cliff (common/copy.h).
+    jaccl::detail::copy_bytes(out.mutable_data(), in.data(), n);
   }
   void* buf = out.mutable_data();
   g->run([&](Group& grp) { grp.broadcast(buf, n, root); });

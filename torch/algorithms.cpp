@@ -1,10 +1,10 @@
 // Copyright 2026 the jaccl authors.
 #include "algorithms.h"
 
-#include <cstring>
 #include <string>
 #include <utility>
 
+#include "common/copy.h"
 #include "jaccl/error.h"
 
 namespace jaccl_torch {
@@ -31,14 +31,14 @@ void all_to_all_blocks(jaccl::Group& g, const std::vector<PeerBlock>& blocks) {
   size_t at = 0;
   for (const PeerBlock& b : blocks) {
     if (b.send_bytes != 0)
-      std::memcpy(in.data() + at, b.send, b.send_bytes);
+      jaccl::detail::copy_bytes(in.data() + at, b.send, b.send_bytes);
     at += b.send_bytes;
   }
   g.all_to_allv(in.data(), send, out.data(), recv);
   at = 0;
   for (const PeerBlock& b : blocks) {
     if (b.recv_bytes != 0)
-      std::memcpy(b.recv, out.data() + at, b.recv_bytes);
+      jaccl::detail::copy_bytes(b.recv, out.data() + at, b.recv_bytes);
     at += b.recv_bytes;
   }
 }
