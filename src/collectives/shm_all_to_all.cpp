@@ -7,7 +7,13 @@
 // its window out of every peer's slot into its output: two copies per byte, one
 // sync per round, no rank waits on a pair. The windows are a slot's share per
 // rank, so blocks larger than that take several rounds (double-buffered
-// slots: staging round k + 1 overlaps the peers' copy-out of round k). A
+// slots: staging round k + 1 overlaps the peers' copy-out of round k).
+// all_to_all's staged ways take smaller windows once a rank's input
+// outgrows twice its core's L2 (a2a_cache_place): with whole-slot windows
+// a round's 2 MiB per peer (2 ranks, 4 MiB) went to memory before the peer
+// read it, and cached staging took 355-497 us where 256 KiB windows took
+// 219-346 (4 ranks on 2 CPUs, 4 MiB: 1743-2084 against 950-1100 with
+// 128 KiB; BENCHMARKS.md, History). A
 // rank's own block goes straight from input to output, a share per round
 // while the peers finish staging (between arriving at the sync and waiting
 // for it), so a rank that stages first does not idle.
@@ -71,6 +77,9 @@ constexpr size_t kRideStreamBytes = 4096;
 // rank's input, by size class: the same ways for every call of a class):
 // below, the system call and the page pinning cost more than a copy.
 constexpr size_t kDirectBytes = 64 * 1024;
+// The least window of a2a_cache_place (a round's syncs cost more than
+// smaller windows gain).
+constexpr size_t kCacheWindowMin = 64 * 1024;
 
 // The share of `left` bytes of the own block copied in one of `rounds`
 // rounds: an even share in 64-byte multiples (the last round's shorter).
@@ -86,6 +95,20 @@ ShmGroup::A2aPlace ShmGroup::a2a_place(size_t off) const {
   if (window >= 64)
     window = window / 64 * 64;
   return A2aPlace{off, window};
+}
+
+ShmGroup::A2aPlace ShmGroup::a2a_cache_place() const {
+  // Half a core's L2 (the creator's chunk, the same on every rank) for a
+  // round's windows, shared by the ranks that share the core: what a rank
+  // stages and what it reads in one round then fit in its L2 together.
+  const size_t per_core = ch_.oversubscribed() ? 4 : 2;
+  const size_t cap = std::max<size_t>(
+      ch_.header().chunk_bytes / per_core / 64 * 64, kCacheWindowMin);
+  return A2aPlace{0, std::min(a2a_whole_.window, cap)};
+}
+
+bool ShmGroup::a2a_in_cache(size_t total) const {
+  return total > 2 * ch_.header().chunk_bytes;
 }
 
 bool ShmGroup::a2a_direct_size(size_t total) const {
@@ -107,7 +130,8 @@ void ShmGroup::a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b) {
   if (way.direct && ways == kShmWays)
     a2a_direct(d, b, false, 0);
   else
-    a2a_rounds(d, b, way, a2a_whole_, false, 0);
+    a2a_rounds(d, b, way, a2a_in_cache(b.total) ? a2a_cache_ : a2a_whole_,
+               false, 0);
   if (tuned)
     tuner_.finish(now_ns() - t0);
 }

@@ -125,7 +125,8 @@ ShmGroup::ShmGroup(ShmChannel ch, Millis op_timeout)
       tuner_(static_cast<ShmStrategy>(ch_.header().strategy)),
       pid_(static_cast<int32_t>(::getpid())),
       a2a_whole_(a2a_place(0)),
-      a2a_after_row_(a2a_place(a2a_row_bytes())) {}
+      a2a_after_row_(a2a_place(a2a_row_bytes())),
+      a2a_cache_(a2a_cache_place()) {}
 
 ShmGroup::~ShmGroup() = default;
 

@@ -143,6 +143,10 @@ class ShmGroup : public Group {
   // The staging windows of a slot whose first `off` bytes hold something
   // else (all_to_allv's counts, when they do not fit the result buffer).
   A2aPlace a2a_place(size_t off) const;
+  // all_to_all's windows for calls whose rounds would outgrow the caches
+  // (a2a_in_cache: by the op's size, the same on every rank).
+  A2aPlace a2a_cache_place() const;
+  bool a2a_in_cache(size_t total) const;
   // Moves them the way the tuner picks (staged rounds or direct reads).
   void a2a_blocks(const ShmStepDesc& d, const A2aBlocks& b);
   // Staged: rounds of windows through the slots, stored as `way` says.
@@ -208,10 +212,12 @@ class ShmGroup : public Group {
   // plan_pushes: the plan (n x n), its loads (n), then peer_roff (n).
   std::vector<uint64_t> a2a_pushes_;
   const int32_t pid_;  // this process (direct reads)
-  // all_to_all(v)'s staging windows: whole slots, and after all_to_allv's
-  // counts where they ride the slot's head (shm_all_to_all.cpp).
+  // all_to_all(v)'s staging windows: whole slots, after all_to_allv's
+  // counts where they ride the slot's head, and a core's cache share for
+  // large all_to_alls (shm_all_to_all.cpp).
   const A2aPlace a2a_whole_;
   const A2aPlace a2a_after_row_;
+  const A2aPlace a2a_cache_;
   std::vector<char> reduce_scratch_;  // reduce_large in place, rank >= 2
   uint64_t bands_ = 0;                // band_of: bands handed out so far
   bool populated_ = false;            // band_of: the window is mapped

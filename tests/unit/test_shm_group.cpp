@@ -595,7 +595,8 @@ TEST(ShmGroup, EveryStrategyGivesTheSameBits) {
 // has chosen): every block arrives byte for byte, and every rank ends with
 // the same choice. Two ranks (where they have a CPU each, direct is a way)
 // and three; blocks below and above the direct threshold, some over several
-// rounds of the staging window, of odd lengths; all_to_allv with empty and
+// rounds of the staging window (3 MiB: of all_to_all's cache-sized
+// windows too, a2a_cache_place), of odd lengths; all_to_allv with empty and
 // uneven blocks.
 TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
   auto byte_of = [](int from, int to, size_t i) {
