@@ -370,9 +370,20 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   // right behind it (two ranks: every reader). Else the rows go at the
   // head of every slot, before the windows.
   const bool rows_apart = P * row_bytes <= layout_.slot_bytes;
-  const A2aPlace& pl = rows_apart ? a2a_whole_ : a2a_after_row_;
+  const A2aPlace& whole = rows_apart ? a2a_whole_ : a2a_after_row_;
   auto row_of = [&](int q, uint64_t s) {
-    return rows_apart ? slot(q, s) + pl.window - row_bytes : slot(q, s);
+    return rows_apart ? slot(q, s) + whole.window - row_bytes : slot(q, s);
+  };
+  // Large ops take all_to_all's cache-sized windows too (a2a_in_cache),
+  // where those leave the rows alone. Which windows the first round used
+  // is each rank's guess from its own input's size; every rank reads every
+  // guess back from the counts, and where one differs from the op's
+  // windows every rank stages again.
+  const bool cache_fits = rows_apart && a2a_cache_.window < a2a_whole_.window &&
+                          P * a2a_cache_.window + row_bytes <= whole.window;
+  auto cache_for = [&](uint64_t total) {
+    return cache_fits && total > kTunedBytes &&
+           a2a_in_cache(static_cast<size_t>(total));
   };
   auto* my_row = reinterpret_cast<uint64_t*>(row_of(rank_, steps() + 1));
   a2a::fill_row(send, recv, my_row);
@@ -402,6 +413,7 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   };
   ShmWay guess{};
   const bool large_guess = mine_total > kTunedBytes;
+  const A2aPlace& pl0 = cache_for(mine_total) ? a2a_cache_ : whole;
   if (large_guess) {
     const int ways = ways_known(mine_total);
     guess = tuner_.peek(ShmTuner::kAllToAllv, mine_total, a2a_guess(mine_total),
@@ -423,11 +435,11 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   // against all_to_all's 8.5 with cached stores).
   const size_t ride_stream = ch_.oversubscribed() ? SIZE_MAX : kRideStreamBytes;
   if (!guess.direct) {
-    char* mine = slot(rank_, steps() + 1) + pl.off;
+    char* mine = slot(rank_, steps() + 1) + pl0.off;
     for (size_t q = 0, off = 0; q < P; off += send[q], ++q) {
-      const a2a::Part p = a2a::round_part(send[q], pl.window, 0);
+      const a2a::Part p = a2a::round_part(send[q], pl0.window, 0);
       if (q != r && p.len != 0)
-        copy_with(mine + a2a_window(r, q) * pl.window, src + off, p.len,
+        copy_with(mine + a2a_window(r, q) * pl0.window, src + off, p.len,
                   stage_stream(static_cast<int>(q), send[q],
                                large_guess ? guess.stream_stage
                                            : send[q] >= ride_stream));
@@ -441,8 +453,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
     // The own block (or the first round's share of it) while the peers
     // arrive.
     own_done = send[r];
-    if (!guess.direct && mine_largest > pl.window) {
-      own_done = own_share(send[r], a2a::rounds(mine_largest, pl.window));
+    if (!guess.direct && mine_largest > pl0.window) {
+      own_done = own_share(send[r], a2a::rounds(mine_largest, pl0.window));
     }
     cached_copy(dst + roff_r, src + soff_r, own_done);
   }
@@ -462,6 +474,10 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   const bool large = all_bytes > kTunedBytes * P;
   const auto total = static_cast<size_t>(large ? all_bytes / P : 0);
   const uint64_t largest = c.largest();
+  const bool cache = large && cache_for(total);
+  const A2aPlace& pl = cache ? a2a_cache_ : whole;
+  for (int q = 0; q < size_ && all_staged; ++q)
+    all_staged = cache_for(c.input_offset(q, size_)) == cache;
   if (!large && all_staged && largest <= pl.window) {
     // A small op in one round: every block is in its sender's slot.
     for (size_t q = 0, ro = 0; q < P; ro += recv[q], ++q) {

@@ -677,9 +677,11 @@ TEST(ShmGroup, AllToAllEveryWayDeliversEveryByte) {
 // the tuner would read directly) before the ranks know each other's
 // counts, guessing the op's size from its own: ranks whose totals differ
 // guess differently (one stages, one does not; one guesses a large op and
-// the op is small, or the other way round). Every way, forced and auto,
-// through calls whose counts change from call to call: every byte arrives,
-// and a mismatch still fails every rank alike afterwards.
+// the op is small, or the other way round; with the default budget, one
+// guesses the large ops' cache-sized windows, the other whole ones). Every
+// way, forced and auto, through calls whose counts change from call to
+// call: every byte arrives, and a mismatch still fails every rank alike
+// afterwards.
 TEST(ShmGroup, AllToAllvRanksGuessingDifferentlyDeliverEveryByte) {
   auto byte_of = [](int from, int to, size_t i, int call) {
     return static_cast<uint8_t>(from * 31 + to * 7 + i * 13 + call);
@@ -702,43 +704,51 @@ TEST(ShmGroup, AllToAllvRanksGuessingDifferentlyDeliverEveryByte) {
       },
       // small and uneven
       [&](int f, int t) { return static_cast<size_t>(f * 100 + t * 7); },
+      // rank 0 sends 6 MiB or more, the others 16 KiB a block: an op of
+      // more than twice any L2 (a2a_in_cache) whose other ranks guess small
+      [&](int f, int t) {
+        return f == 0 ? static_cast<size_t>(t + 1) * 2048 * K + 9 : 16 * K;
+      },
   };
-  for (int size : {2, 3}) {
-    for (int st = 0; st < 5; ++st) {
-      run_ranks(
-          size,
-          [&](Group& g) {
-            const int me = g.rank();
-            // Each pattern twice under TSan (the counts still change
-            // from call to call), about five times otherwise.
-            for (int call = 0; call < (kTsan ? 10 : 24); ++call) {
-              const Pattern& pat =
-                  patterns[static_cast<size_t>(call) % patterns.size()];
-              const VPlan v =
-                  v_plan(me, size, pat, [&](int f, int t, size_t i) {
-                    return byte_of(f, t, i, call);
-                  });
-              std::vector<uint8_t> out(v.want.size(), 0xee);
-              g.all_to_allv(v.in.data(), v.send, out.data(), v.recv);
-              ASSERT_TRUE(out == v.want) << "strategy " << st << ", " << size
-                                         << " ranks, call " << call;
-            }
-            // A large mismatch after all that: every rank throws alike.
-            std::vector<size_t> sc(static_cast<size_t>(size), 300 * K),
-                rc(static_cast<size_t>(size), 300 * K);
-            if (me == size - 1)
-              rc[0] = 5;
-            std::vector<uint8_t> in(sc[0] * static_cast<size_t>(size), 1),
-                out(300 * K * static_cast<size_t>(size));
-            EXPECT_THROW(g.all_to_allv(in.data(), sc, out.data(), rc),
-                         ProtocolError);
-            std::vector<size_t> ok(static_cast<size_t>(size), 300 * K);
-            g.all_to_allv(in.data(), ok, out.data(), ok);
-            EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 1));
-          },
-          8 << 20, kOpTimeout, static_cast<ShmStrategy>(st));
+  // 8 MiB: several rounds of whole-slot windows; 64 MiB (the default):
+  // windows large enough for the cache-sized ones beside the counts.
+  for (size_t budget : {size_t(8) << 20, size_t(64) << 20})
+    for (int size : {2, 3}) {
+      for (int st = 0; st < 5; ++st) {
+        run_ranks(
+            size,
+            [&](Group& g) {
+              const int me = g.rank();
+              // Each pattern twice under TSan (the counts still change
+              // from call to call), four times otherwise.
+              for (int call = 0; call < (kTsan ? 12 : 24); ++call) {
+                const Pattern& pat =
+                    patterns[static_cast<size_t>(call) % patterns.size()];
+                const VPlan v =
+                    v_plan(me, size, pat, [&](int f, int t, size_t i) {
+                      return byte_of(f, t, i, call);
+                    });
+                std::vector<uint8_t> out(v.want.size(), 0xee);
+                g.all_to_allv(v.in.data(), v.send, out.data(), v.recv);
+                ASSERT_TRUE(out == v.want) << "strategy " << st << ", " << size
+                                           << " ranks, call " << call;
+              }
+              // A large mismatch after all that: every rank throws alike.
+              std::vector<size_t> sc(static_cast<size_t>(size), 300 * K),
+                  rc(static_cast<size_t>(size), 300 * K);
+              if (me == size - 1)
+                rc[0] = 5;
+              std::vector<uint8_t> in(sc[0] * static_cast<size_t>(size), 1),
+                  out(300 * K * static_cast<size_t>(size));
+              EXPECT_THROW(g.all_to_allv(in.data(), sc, out.data(), rc),
+                           ProtocolError);
+              std::vector<size_t> ok(static_cast<size_t>(size), 300 * K);
+              g.all_to_allv(in.data(), ok, out.data(), ok);
+              EXPECT_EQ(out, std::vector<uint8_t>(out.size(), 1));
+            },
+            budget, kOpTimeout, static_cast<ShmStrategy>(st));
+      }
     }
-  }
 }
 
 // Each way runs three times in a row and only the third call is timed, so a
