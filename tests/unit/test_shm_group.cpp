@@ -463,23 +463,28 @@ TEST(ShmGroup, LargeAndSmallPathsRoundAlike) {
 }
 
 // Large enough that the output is written with non-temporal stores where
-// the last-level cache is up to 36 MiB.
+// the last-level cache is up to 36 MiB; and, forced to cached stores, that
+// all_gather stages in cache-sized chunks (a block of more than twice one).
 TEST(ShmGroup, VeryLargeAllSumAndAllGather) {
-  run_ranks(2, [&](Group& g) {
-    const size_t count = (size_t(9) << 20) / 4 + 5;
-    std::vector<int32_t> in(count), out(count);
-    for (size_t i = 0; i < count; ++i)
-      in[i] = int32_t(i * (g.rank() + 1));
-    g.all_sum(in.data(), out.data(), count * 4, Int32);
-    for (size_t i = 0; i < count; ++i)
-      ASSERT_EQ(out[i], int32_t(i * 3)) << i;
-    std::vector<int32_t> all(count * 2);
-    g.all_gather(in.data(), all.data(), count * 4);
-    for (size_t i = 0; i < count; ++i) {
-      ASSERT_EQ(all[i], int32_t(i));
-      ASSERT_EQ(all[count + i], int32_t(i * 2));
-    }
-  });
+  for (ShmStrategy st : {ShmStrategy::Auto, ShmStrategy::Cached})
+    run_ranks(
+        2,
+        [&](Group& g) {
+          const size_t count = (size_t(9) << 20) / 4 + 5;
+          std::vector<int32_t> in(count), out(count);
+          for (size_t i = 0; i < count; ++i)
+            in[i] = int32_t(i * (g.rank() + 1));
+          g.all_sum(in.data(), out.data(), count * 4, Int32);
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(out[i], int32_t(i * 3)) << i;
+          std::vector<int32_t> all(count * 2);
+          g.all_gather(in.data(), all.data(), count * 4);
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(all[i], int32_t(i));
+            ASSERT_EQ(all[count + i], int32_t(i * 2));
+          }
+        },
+        kBudget, kOpTimeout, st);
 }
 
 // Each copy-out strategy, forced through the segment header as
