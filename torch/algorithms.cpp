@@ -30,15 +30,13 @@ void all_to_all_blocks(jaccl::Group& g, const std::vector<PeerBlock>& blocks) {
   std::vector<char> in(send_total), out(recv_total);
   size_t at = 0;
   for (const PeerBlock& b : blocks) {
-    if (b.send_bytes != 0)
-      jaccl::detail::copy_bytes(in.data() + at, b.send, b.send_bytes);
+    jaccl::detail::copy_bytes(in.data() + at, b.send, b.send_bytes);
     at += b.send_bytes;
   }
   g.all_to_allv(in.data(), send, out.data(), recv);
   at = 0;
   for (const PeerBlock& b : blocks) {
-    if (b.recv_bytes != 0)
-      jaccl::detail::copy_bytes(b.recv, out.data() + at, b.recv_bytes);
+    jaccl::detail::copy_bytes(b.recv, out.data() + at, b.recv_bytes);
     at += b.recv_bytes;
   }
 }

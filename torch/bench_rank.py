@@ -160,7 +160,8 @@ def main():
             # The slowest rank's time: a collective's ranks wait for each
             # other, so that is the job's; the floor's ranks run apart, and
             # its figure for a job of n ranks is the slowest of theirs.
-            for (name, _, _), sec in zip(order, agree(mine, gloo, torch.float64)):
+            slowest = agree(mine, gloo, torch.float64)
+            for (name, _, _), sec in zip(order, slowest):
                 runs[name].append(sec)
         emit(op="all_reduce", bytes=nbytes, calls=calls, reps=runs,
              **{k: statistics.median(v) for k, v in runs.items()})

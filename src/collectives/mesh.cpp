@@ -78,9 +78,7 @@ void all_gather(Links& l, const OpContext& ctx, const void* in, void* out,
                 size_t n_bytes) {
   char* dst = static_cast<char*>(out);
   char* mine = dst + l.rank * n_bytes;
-  if (mine != in) {
-    move_bytes(mine, in, n_bytes);
-  }
+  move_bytes(mine, in, n_bytes);
   // The block goes to every peer as an all_to_all block would: in step
   // order (rank + k), large ones split over the pair's wires.
   std::vector<a2a::Block> blocks;

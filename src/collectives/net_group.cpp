@@ -246,9 +246,7 @@ class NetGroup final : public Group {
     ops_.run(
         call::all_reduce(kind, in, out, n, dtype), [&](const Deadline& dl) {
           if (links_.size == 1) {
-            if (in != out) {
-              copy_bytes(out, in, n);
-            }
+            copy_bytes(out, in, n);
             return;
           }
           const bool use_ring = prefer_ring_ || n > mesh_max_bytes(links_.size);
@@ -292,9 +290,7 @@ class NetGroup final : public Group {
     ops_.agreed([&] {
       a2a::check_matrix(c, who(r), [this](int m) { return who(m); });
     });
-    if (send[ur] != 0) {
-      copy_bytes(dst + v_.roff[ur], src + v_.soff[ur], send[ur]);
-    }
+    copy_bytes(dst + v_.roff[ur], src + v_.soff[ur], send[ur]);
   }
 
   OpContext make_ctx(OpKind kind, int dtype, size_t n, bool use_ring,

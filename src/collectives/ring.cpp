@@ -182,9 +182,7 @@ void RingEngine::run(Mode mode, const OpContext& ctx, ReduceOp op, int dtype,
   p.dirs = ring::directions(links_.size);
   if (mode == Mode::AllGather) {
     char* mine = p.out + links_.rank * n_bytes;
-    if (mine != p.in) {
-      move_bytes(mine, p.in, n_bytes);
-    }
+    move_bytes(mine, p.in, n_bytes);
   }
   for (int d = 0; d < p.dirs; ++d) {
     const ring::Schedule s{links_.size, links_.rank, d == 0 ? 1 : -1, mode};

@@ -8,7 +8,7 @@
 // sync per round, no rank waits on a pair. The windows are a slot's share per
 // rank, so blocks larger than that take several rounds (double-buffered
 // slots: staging round k + 1 overlaps the peers' copy-out of round k).
-// all_to_all's staged ways take smaller windows once a rank's input
+// all_to_all(v)'s staged ways take smaller windows once a rank's input
 // outgrows twice its core's L2 (a2a_cache_place): with whole-slot windows
 // a round's 2 MiB per peer (2 ranks, 4 MiB) went to memory before the peer
 // read it, and cached staging took 355-497 us where 256 KiB windows took
@@ -379,8 +379,8 @@ void ShmGroup::a2a_varying(const char* src, std::span<const size_t> send,
   // is each rank's guess from its own input's size; every rank reads every
   // guess back from the counts, and where one differs from the op's
   // windows every rank stages again.
-  const bool cache_fits = rows_apart && a2a_cache_.window < a2a_whole_.window &&
-                          P * a2a_cache_.window + row_bytes <= whole.window;
+  const bool cache_fits =
+      rows_apart && P * a2a_cache_.window + row_bytes <= whole.window;
   auto cache_for = [&](uint64_t total) {
     return cache_fits && total > kTunedBytes &&
            a2a_in_cache(static_cast<size_t>(total));

@@ -170,8 +170,7 @@ void ShmGroup::reduce_all(ReduceOp op, OpKind kind, const void* in, void* out,
     ShmStepDesc d{kind, dtype, n, 0, 0, 0};
     const size_t esz = dtype_size(dtype);
     if (size_ == 1) {
-      if (in != out)
-        move_bytes(out, in, n);
+      move_bytes(out, in, n);
       step(d);
       return;
     }

@@ -143,8 +143,8 @@ class ShmGroup : public Group {
   // The staging windows of a slot whose first `off` bytes hold something
   // else (all_to_allv's counts, when they do not fit the result buffer).
   A2aPlace a2a_place(size_t off) const;
-  // all_to_all's windows for calls whose rounds would outgrow the caches
-  // (a2a_in_cache: by the op's size, the same on every rank).
+  // all_to_all(v)'s windows for calls whose rounds would outgrow the
+  // caches (a2a_in_cache: by the op's size, the same on every rank).
   A2aPlace a2a_cache_place() const;
   bool a2a_in_cache(size_t total) const;
   // Moves them the way the tuner picks (staged rounds or direct reads).
@@ -214,7 +214,7 @@ class ShmGroup : public Group {
   const int32_t pid_;  // this process (direct reads)
   // all_to_all(v)'s staging windows: whole slots, after all_to_allv's
   // counts where they ride the slot's head, and a core's cache share for
-  // large all_to_alls (shm_all_to_all.cpp).
+  // large ops (shm_all_to_all.cpp).
   const A2aPlace a2a_whole_;
   const A2aPlace a2a_after_row_;
   const A2aPlace a2a_cache_;

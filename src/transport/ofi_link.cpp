@@ -271,9 +271,8 @@ class OfiLink final : public Link {
         }
         const bool small = m->len <= kInline;
         std::memcpy(s_stage_.data(), m->hdr, kMsgHeaderBytes);
-        if (small && m->len != 0) {
+        if (small)
           copy_bytes(s_stage_.data() + kMsgHeaderBytes, m->buf, m->len);
-        }
         s_req_ = ofi::Request{};
         if (!ep.post_send(member_, stag_, s_stage_.data(),
                           kMsgHeaderBytes + (small ? m->len : 0), s_req_)) {
@@ -379,9 +378,7 @@ class OfiLink final : public Link {
       }
       const size_t extra = got > kMsgHeaderBytes ? got - kMsgHeaderBytes : 0;
       const size_t k = std::min(extra, m.len);
-      if (k != 0) {
-        copy_bytes(m.buf, r_stage_.data() + kMsgHeaderBytes, k);
-      }
+      copy_bytes(m.buf, r_stage_.data() + kMsgHeaderBytes, k);
       m.moved = k;
       p.inline_full = extra == m.len;
       p.want_payload = extra == 0 && m.len > 0;
